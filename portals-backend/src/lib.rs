@@ -1,0 +1,37 @@
+//! # rgasnet-portals — the Portals 4 network layer of rgasnet
+//!
+//! This crate is one Rust API for the part of the Portals 4 specification that rgasnet uses
+//! (see `PORTALS4.md`): network interfaces (matching and non-matching, logical and physical),
+//! portal table entries with flow control, match and list entries, memory descriptors, event
+//! queues, counting events, and put / get / atomic / fetch-atomic / swap.
+//!
+//! Behind the API sits the **native engine**, a pure-Rust Portals 4 implementation layered as:
+//!
+//! - [`wire`]: the datagram codec (magic, version, job key; never panics on any input);
+//! - [`transport`]: sans-IO reliable, exactly-once message delivery between interfaces
+//!   (sequence numbers, acknowledgements, RTT-derived retransmission, fragmentation);
+//! - [`engine`]: sans-IO Portals semantics (matching, deposits, events, counters, atomics, flow
+//!   control) operating on messages;
+//! - [`udp`] and [`sim`]: the I/O layers, real UDP sockets and a deterministic simulated network;
+//! - [`interface`]: the thin driver that ties them together and offers the blocking API that
+//!   applications call, with progress made in the caller's `poll`/`wait`.
+//!
+//! Memory that remote peers access is a [`Region`]: shared, fixed-size bytes that are sound to
+//! access concurrently from the engine and the application.
+#![forbid(unsafe_code)]
+
+pub mod engine;
+pub mod error;
+pub mod handle;
+pub mod interface;
+pub mod memory;
+pub mod proto;
+pub mod sim;
+pub mod transport;
+pub mod types;
+pub mod udp;
+pub mod wire;
+
+pub use error::{PtlError, PtlResult};
+pub use memory::{OutOfBounds, Region};
+pub use types::*;

@@ -1,0 +1,250 @@
+//! Memory regions: the bytes that list entries expose to remote peers and that memory
+//! descriptors send from and receive into.
+//!
+//! A Portals engine writes into target memory while the application may read it, and the
+//! application may write into a buffer the engine is sending from. To keep that sound without
+//! `unsafe`, a [`Region`] stores its bytes as relaxed atomic 64-bit words: any interleaving of
+//! engine and application accesses is a well-defined (if possibly torn, exactly as on real RDMA
+//! hardware) result, never undefined behaviour. Ordering between a deposit and the application's
+//! read of it is provided by the event or counter that announces the deposit (both are published
+//! under the interface's lock, which is a release/acquire pair).
+//!
+//! Byte `k` of the region is byte `k % 8` of word `k / 8` in little-endian order, on every host,
+//! so the layout seen through [`Region::read`] and [`Region::write`] is the plain byte layout.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// An access outside a region's bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("region access of {len} bytes at offset {offset} is outside the region of {region_len} bytes")]
+pub struct OutOfBounds {
+    /// First byte of the access.
+    pub offset: u64,
+    /// Length of the access.
+    pub len: u64,
+    /// Length of the region.
+    pub region_len: u64,
+}
+
+/// A shared, fixed-size, zero-initialised block of bytes that the engine and the application
+/// may both access at any time. Cloning a `Region` clones a reference to the same bytes.
+#[derive(Clone)]
+pub struct Region {
+    inner: Arc<RegionInner>,
+}
+
+struct RegionInner {
+    words: Box<[AtomicU64]>,
+    len: usize,
+}
+
+impl std::fmt::Debug for Region {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Region")
+            .field("len", &self.inner.len)
+            .field("id", &Arc::as_ptr(&self.inner))
+            .finish()
+    }
+}
+
+// Relaxed is enough for every data access: regions carry no synchronisation of their own; the
+// happens-before edge between a writer and a reader is the interface lock or the event/counter
+// that announces the data (see the module docs).
+const DATA: Ordering = Ordering::Relaxed;
+
+impl Region {
+    /// A new region of `len` zero bytes.
+    pub fn new(len: usize) -> Self {
+        let words = len.div_ceil(8);
+        let words: Box<[AtomicU64]> = (0..words).map(|_| AtomicU64::new(0)).collect();
+        Region {
+            inner: Arc::new(RegionInner { words, len }),
+        }
+    }
+
+    /// A new region holding a copy of `bytes`.
+    pub fn from_bytes(bytes: &[u8]) -> Self {
+        let region = Region::new(bytes.len());
+        // Cannot fail: the region has exactly `bytes.len()` bytes.
+        let _ = region.write(0, bytes);
+        region
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.inner.len
+    }
+
+    /// Whether the region has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.inner.len == 0
+    }
+
+    /// Whether `self` and `other` are the same bytes (clones of one region).
+    pub fn same_as(&self, other: &Region) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Checks that `[offset, offset + len)` lies inside the region.
+    pub fn check(&self, offset: u64, len: u64) -> Result<(), OutOfBounds> {
+        let end = offset.checked_add(len);
+        match end {
+            Some(end) if end <= self.inner.len as u64 => Ok(()),
+            _ => Err(OutOfBounds {
+                offset,
+                len,
+                region_len: self.inner.len as u64,
+            }),
+        }
+    }
+
+    /// Copies `dst.len()` bytes starting at `offset` into `dst`.
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), OutOfBounds> {
+        self.check(offset as u64, dst.len() as u64)?;
+        let words = &self.inner.words;
+        let mut pos = offset;
+        let mut out = 0;
+        // Leading partial word.
+        while out < dst.len() && pos % 8 != 0 {
+            dst[out] = byte_of(words[pos / 8].load(DATA), pos % 8);
+            pos += 1;
+            out += 1;
+        }
+        // Whole words.
+        while dst.len() - out >= 8 {
+            let w = words[pos / 8].load(DATA);
+            dst[out..out + 8].copy_from_slice(&w.to_le_bytes());
+            pos += 8;
+            out += 8;
+        }
+        // Trailing partial word.
+        if out < dst.len() {
+            let w = words[pos / 8].load(DATA).to_le_bytes();
+            let rest = dst.len() - out;
+            dst[out..].copy_from_slice(&w[..rest]);
+        }
+        Ok(())
+    }
+
+    /// Copies `src` into the region starting at `offset`.
+    ///
+    /// Bytes of a partially covered word that lie outside `[offset, offset + src.len())` are
+    /// preserved even under concurrent writes to them (merged with a compare-and-swap loop).
+    pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), OutOfBounds> {
+        self.check(offset as u64, src.len() as u64)?;
+        let words = &self.inner.words;
+        let mut pos = offset;
+        let mut inp = 0;
+        // Leading partial word.
+        if pos % 8 != 0 && !src.is_empty() {
+            let first = pos % 8;
+            let n = (8 - first).min(src.len());
+            merge_bytes(&words[pos / 8], first, &src[..n]);
+            pos += n;
+            inp += n;
+        }
+        while src.len() - inp >= 8 {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&src[inp..inp + 8]);
+            words[pos / 8].store(u64::from_le_bytes(b), DATA);
+            pos += 8;
+            inp += 8;
+        }
+        if inp < src.len() {
+            merge_bytes(&words[pos / 8], 0, &src[inp..]);
+        }
+        Ok(())
+    }
+
+    /// Sets `len` bytes starting at `offset` to `byte`.
+    pub fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<(), OutOfBounds> {
+        self.check(offset as u64, len as u64)?;
+        // Chunked so that a large fill needs no large temporary.
+        let chunk = [byte; 4096];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(chunk.len());
+            self.write(offset + done, &chunk[..n])?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Copies `len` bytes starting at `offset` into a new vector.
+    pub fn to_vec(&self, offset: usize, len: usize) -> Result<Vec<u8>, OutOfBounds> {
+        let mut v = vec![0u8; len];
+        self.read(offset, &mut v)?;
+        Ok(v)
+    }
+}
+
+fn byte_of(word: u64, index: usize) -> u8 {
+    word.to_le_bytes()[index]
+}
+
+/// Replaces bytes `first..first + bytes.len()` of `word` (little-endian numbering), keeping the
+/// other bytes even if they change concurrently.
+fn merge_bytes(word: &AtomicU64, first: usize, bytes: &[u8]) {
+    let mut mask = 0u64;
+    let mut value = 0u64;
+    for (i, b) in bytes.iter().enumerate() {
+        let shift = 8 * (first + i);
+        mask |= 0xffu64 << shift;
+        value |= u64::from(*b) << shift;
+    }
+    // The closure always returns Some, so fetch_update cannot fail.
+    let _ = word.fetch_update(DATA, DATA, |old| Some((old & !mask) | value));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_at_every_alignment() {
+        for len in 0..40usize {
+            for off in 0..17usize {
+                let r = Region::new(64);
+                let data: Vec<u8> = (0..len).map(|i| (i * 7 + off) as u8 | 1).collect();
+                r.write(off, &data).unwrap();
+                let back = r.to_vec(off, len).unwrap();
+                assert_eq!(back, data, "len {len} off {off}");
+                // Bytes around the write are still zero.
+                let all = r.to_vec(0, 64).unwrap();
+                assert!(all[..off].iter().all(|&b| b == 0));
+                assert!(all[off + len..].iter().all(|&b| b == 0));
+            }
+        }
+    }
+
+    #[test]
+    fn bounds_are_checked() {
+        let r = Region::new(10);
+        assert_eq!(
+            r.write(8, &[1, 2, 3]),
+            Err(OutOfBounds {
+                offset: 8,
+                len: 3,
+                region_len: 10
+            })
+        );
+        let mut buf = [0u8; 1];
+        assert!(r.read(10, &mut buf).is_err());
+        assert!(r.check(u64::MAX, 2).is_err());
+        assert!(r.read(10, &mut []).is_ok());
+    }
+
+    #[test]
+    fn fill_and_clone_share_bytes() {
+        let r = Region::new(5000);
+        let c = r.clone();
+        r.fill(3, 4990, 0xab).unwrap();
+        let v = c.to_vec(0, 5000).unwrap();
+        assert_eq!(&v[..3], &[0, 0, 0]);
+        assert!(v[3..4993].iter().all(|&b| b == 0xab));
+        assert!(v[4993..].iter().all(|&b| b == 0));
+        assert!(r.same_as(&c));
+        assert!(!r.same_as(&Region::new(1)));
+    }
+}
