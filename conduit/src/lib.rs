@@ -9,3 +9,6 @@
 //! The client, segments, the core AM layer and configuration land with the core AM issue;
 //! until then the crate only states its layer.
 #![forbid(unsafe_code)]
+
+pub mod config;
+pub mod matchbits;

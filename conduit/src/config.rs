@@ -1,0 +1,402 @@
+//! Configuration from the environment: every variable rgasnet reads is parsed here, once, into
+//! a [`Config`], with a typed error naming the variable and the bad value (`DESIGN.md` §8).
+//!
+//! GASNet's names are used where GASNet has one, so existing job scripts keep working; rgasnet's
+//! own settings start with `RGASNET_`. `GASNET_VERBOSEENV=1` prints every setting and where its
+//! value came from.
+
+use std::collections::HashMap;
+use std::fmt;
+
+/// `GASNET_AM_BUFFER_SIZE`: bytes per AM receive block (default 1 MiB).
+pub const AM_BUFFER_SIZE: &str = "GASNET_AM_BUFFER_SIZE";
+/// `GASNET_AM_NUM_ENTRIES`: number of AM receive blocks (default 16).
+pub const AM_NUM_ENTRIES: &str = "GASNET_AM_NUM_ENTRIES";
+/// `GASNET_AM_EVENT_QUEUE_LENGTH`: length of the AM event queue (default 8192).
+pub const AM_EVENT_QUEUE_LENGTH: &str = "GASNET_AM_EVENT_QUEUE_LENGTH";
+/// `GASNET_EXTENDED_EVENT_QUEUE_LENGTH`: bound on outstanding explicit put/get (default 8192).
+pub const EXTENDED_EVENT_QUEUE_LENGTH: &str = "GASNET_EXTENDED_EVENT_QUEUE_LENGTH";
+/// `GASNET_MAX_SEGSIZE`: cap on a segment (bytes with K/M/G/T suffix, or `F/H` = fraction F of
+/// this host's physical memory; default `0.5/H`).
+pub const MAX_SEGSIZE: &str = "GASNET_MAX_SEGSIZE";
+/// `GASNET_SUPERNODE_MAXSIZE`: cap on ranks sharing memory (0 = no cap, 1 = no PSHM).
+pub const SUPERNODE_MAXSIZE: &str = "GASNET_SUPERNODE_MAXSIZE";
+/// `GASNET_VERBOSEENV`: print every setting and its source at start-up.
+pub const VERBOSEENV: &str = "GASNET_VERBOSEENV";
+/// `RGASNET_PSHM`: 0 turns the shared-memory path off.
+pub const PSHM: &str = "RGASNET_PSHM";
+/// `RGASNET_PORTALS`: which Portals engine, `native` (default) or `ref`.
+pub const PORTALS: &str = "RGASNET_PORTALS";
+/// `RGASNET_PEER_TIMEOUT`: seconds a silent peer is waited for before its operations fail
+/// (default 30).
+pub const PEER_TIMEOUT: &str = "RGASNET_PEER_TIMEOUT";
+/// `RGASNET_IFACE`: interface name or IPv4 address the network engine binds (default loopback
+/// for single-host jobs). `PTL_IFACE_NAME` is honoured when this is unset.
+pub const IFACE: &str = "RGASNET_IFACE";
+/// `PTL_IFACE_NAME`: the Portals reference implementation's name for [`IFACE`].
+pub const PTL_IFACE_NAME: &str = "PTL_IFACE_NAME";
+
+/// A variable with a value rgasnet cannot use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{var}={value:?} is invalid: {reason}")]
+pub struct ConfigError {
+    /// The variable.
+    pub var: &'static str,
+    /// Its value.
+    pub value: String,
+    /// Why it is refused and what is accepted.
+    pub reason: String,
+}
+
+/// Where a setting's value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The built-in default.
+    Default,
+    /// The environment.
+    Env,
+}
+
+/// Which Portals engine to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortalsEngine {
+    /// rgasnet's pure-Rust engine over UDP.
+    Native,
+    /// The Sandia reference implementation (needs the `ref-impl` build).
+    Reference,
+}
+
+/// Every setting, parsed and checked.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Bytes per AM receive block.
+    pub am_buffer_size: usize,
+    /// Number of AM receive blocks.
+    pub am_num_entries: usize,
+    /// AM event queue length.
+    pub am_event_queue_length: usize,
+    /// Bound on outstanding explicit extended-API operations.
+    pub extended_event_queue_length: usize,
+    /// Largest segment a rank may attach, in bytes.
+    pub max_segsize: u64,
+    /// Cap on supernode size (0 = none).
+    pub supernode_maxsize: u32,
+    /// Whether the shared-memory path may be used.
+    pub pshm: bool,
+    /// Print settings at start-up.
+    pub verbose_env: bool,
+    /// Which Portals engine.
+    pub portals: PortalsEngine,
+    /// Seconds before a silent peer's operations fail.
+    pub peer_timeout_secs: u64,
+    /// Interface name or address to bind, if set.
+    pub iface: Option<String>,
+    report: Vec<(&'static str, String, Source)>,
+}
+
+/// Where variables are read from: the process environment, or a map in tests.
+pub trait EnvSource {
+    /// The value of `name`, if set.
+    fn var(&self, name: &str) -> Option<String>;
+}
+
+/// The process environment.
+pub struct ProcessEnv;
+
+impl EnvSource for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+}
+
+impl EnvSource for HashMap<String, String> {
+    fn var(&self, name: &str) -> Option<String> {
+        self.get(name).cloned()
+    }
+}
+
+struct Reader<'a> {
+    env: &'a dyn EnvSource,
+    report: Vec<(&'static str, String, Source)>,
+}
+
+impl Reader<'_> {
+    fn raw(&self, var: &'static str) -> Option<String> {
+        self.env
+            .var(var)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    }
+
+    fn get<T: fmt::Display>(
+        &mut self,
+        var: &'static str,
+        default: T,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<T, ConfigError> {
+        match self.raw(var) {
+            None => {
+                self.report
+                    .push((var, default.to_string(), Source::Default));
+                Ok(default)
+            }
+            Some(v) => {
+                let parsed = parse(&v).map_err(|reason| ConfigError {
+                    var,
+                    value: v.clone(),
+                    reason,
+                })?;
+                self.report.push((var, parsed.to_string(), Source::Env));
+                Ok(parsed)
+            }
+        }
+    }
+}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Config::from_source(&ProcessEnv)
+    }
+
+    /// Reads any [`EnvSource`].
+    pub fn from_source(env: &dyn EnvSource) -> Result<Config, ConfigError> {
+        let mut r = Reader {
+            env,
+            report: Vec::new(),
+        };
+        let am_buffer_size = r.get(AM_BUFFER_SIZE, 1usize << 20, |v| {
+            let n = parse_size(v)?;
+            let n = usize::try_from(n).map_err(|_| "too large for this platform".to_string())?;
+            if n < 128 * 1024 {
+                return Err("must be at least 128K so that a maximal Medium AM fits".into());
+            }
+            Ok(n)
+        })?;
+        let am_num_entries = r.get(AM_NUM_ENTRIES, 16usize, |v| parse_count(v, 2, 1 << 16))?;
+        let am_event_queue_length = r.get(AM_EVENT_QUEUE_LENGTH, 8192usize, |v| {
+            parse_count(v, 64, 1 << 24)
+        })?;
+        let extended_event_queue_length = r.get(EXTENDED_EVENT_QUEUE_LENGTH, 8192usize, |v| {
+            parse_count(v, 16, 1 << 24)
+        })?;
+        let phys = physical_memory().unwrap_or(1 << 32);
+        let max_segsize = r.get(MAX_SEGSIZE, phys / 2, |v| parse_segsize(v, phys))?;
+        let supernode_maxsize = r.get(SUPERNODE_MAXSIZE, 0u32, |v| {
+            Ok(parse_count(v, 0, 1 << 20)? as u32)
+        })?;
+        let pshm = r.get(PSHM, true, parse_bool)?;
+        let verbose_env = r.get(VERBOSEENV, false, parse_bool)?;
+        let portals = r.get(PORTALS, PortalsEngine::Native, |v| {
+            match v.to_ascii_lowercase().as_str() {
+                "native" => Ok(PortalsEngine::Native),
+                "ref" | "reference" => Ok(PortalsEngine::Reference),
+                _ => Err("expected `native` or `ref`".into()),
+            }
+        })?;
+        let peer_timeout_secs = r.get(PEER_TIMEOUT, 30u64, |v| {
+            Ok(parse_count(v, 1, 86_400)? as u64)
+        })?;
+        let iface = match r.raw(IFACE).or_else(|| r.raw(PTL_IFACE_NAME)) {
+            Some(v) => {
+                let var = if r.raw(IFACE).is_some() {
+                    IFACE
+                } else {
+                    PTL_IFACE_NAME
+                };
+                r.report.push((var, v.clone(), Source::Env));
+                Some(v)
+            }
+            None => {
+                r.report
+                    .push((IFACE, "(loopback for one host)".into(), Source::Default));
+                None
+            }
+        };
+        Ok(Config {
+            am_buffer_size,
+            am_num_entries,
+            am_event_queue_length,
+            extended_event_queue_length,
+            max_segsize,
+            supernode_maxsize,
+            pshm: pshm && supernode_maxsize != 1,
+            verbose_env,
+            portals,
+            peer_timeout_secs,
+            iface,
+            report: r.report,
+        })
+    }
+
+    /// Every setting with its value and source, one line each (what `GASNET_VERBOSEENV=1` prints).
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        for (var, value, source) in &self.report {
+            let src = match source {
+                Source::Default => "(default)",
+                Source::Env => "(environment)",
+            };
+            s.push_str(&format!("ENV parameter: {var:<36} = {value:<20} {src}\n"));
+        }
+        s
+    }
+}
+
+impl fmt::Display for PortalsEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PortalsEngine::Native => "native",
+            PortalsEngine::Reference => "ref",
+        })
+    }
+}
+
+/// Parses GASNet's boolean spellings.
+fn parse_bool(v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "1" | "y" | "yes" | "true" | "on" => Ok(true),
+        "0" | "n" | "no" | "false" | "off" => Ok(false),
+        _ => Err("expected 1/0, yes/no, true/false or on/off".into()),
+    }
+}
+
+fn parse_count(v: &str, min: usize, max: usize) -> Result<usize, String> {
+    let n: usize = v
+        .parse()
+        .map_err(|_| format!("expected a whole number from {min} to {max}"))?;
+    if n < min || n > max {
+        return Err(format!("must be from {min} to {max}"));
+    }
+    Ok(n)
+}
+
+/// Parses a byte size: a number (decimals allowed) with an optional K/M/G/T suffix (powers of
+/// 1024, as GASNet reads them) and an optional trailing `B`.
+pub fn parse_size(v: &str) -> Result<u64, String> {
+    const HELP: &str = "expected a size such as 65536, 512K, 64MB or 1.5G";
+    let s = v.trim().to_ascii_uppercase();
+    let s = s.strip_suffix('B').unwrap_or(&s);
+    let (num, mult) = match s.chars().last() {
+        Some('K') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M') => (&s[..s.len() - 1], 1u64 << 20),
+        Some('G') => (&s[..s.len() - 1], 1u64 << 30),
+        Some('T') => (&s[..s.len() - 1], 1u64 << 40),
+        _ => (s, 1),
+    };
+    let num = num.trim();
+    if let Ok(n) = num.parse::<u64>() {
+        return n
+            .checked_mul(mult)
+            .ok_or_else(|| "size overflows".to_string());
+    }
+    let f: f64 = num.parse().map_err(|_| HELP.to_string())?;
+    if !f.is_finite() || f < 0.0 || f * mult as f64 >= u64::MAX as f64 {
+        return Err(HELP.into());
+    }
+    Ok((f * mult as f64) as u64)
+}
+
+fn parse_segsize(v: &str, phys: u64) -> Result<u64, String> {
+    let n = if let Some(frac) = v.trim().strip_suffix("/H").or(v.trim().strip_suffix("/h")) {
+        let f: f64 = frac
+            .trim()
+            .parse()
+            .map_err(|_| "expected a fraction of host memory such as 0.5/H".to_string())?;
+        if !(f > 0.0 && f <= 1.0) {
+            return Err("the fraction of host memory must be in (0, 1]".into());
+        }
+        (f * phys as f64) as u64
+    } else {
+        parse_size(v)?
+    };
+    if n == 0 {
+        return Err("must be larger than 0".into());
+    }
+    Ok(n)
+}
+
+/// Physical memory of this host from `/proc/meminfo`, if readable.
+fn physical_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults() {
+        let c = Config::from_source(&env(&[])).unwrap();
+        assert_eq!(c.am_buffer_size, 1 << 20);
+        assert_eq!(c.am_num_entries, 16);
+        assert_eq!(c.am_event_queue_length, 8192);
+        assert_eq!(c.extended_event_queue_length, 8192);
+        assert!(c.pshm);
+        assert_eq!(c.portals, PortalsEngine::Native);
+        assert_eq!(c.peer_timeout_secs, 30);
+        assert!(c.describe().contains("GASNET_AM_NUM_ENTRIES"));
+        assert!(c.describe().contains("(default)"));
+    }
+
+    #[test]
+    fn values_and_sources() {
+        let c = Config::from_source(&env(&[
+            (AM_BUFFER_SIZE, "131072"),
+            (AM_NUM_ENTRIES, "2"),
+            (MAX_SEGSIZE, "64MB"),
+            (SUPERNODE_MAXSIZE, "1"),
+            (PORTALS, "ref"),
+            (PTL_IFACE_NAME, "lo"),
+        ]))
+        .unwrap();
+        assert_eq!(c.am_buffer_size, 131_072);
+        assert_eq!(c.am_num_entries, 2);
+        assert_eq!(c.max_segsize, 64 << 20);
+        assert!(!c.pshm, "GASNET_SUPERNODE_MAXSIZE=1 turns PSHM off");
+        assert_eq!(c.portals, PortalsEngine::Reference);
+        assert_eq!(c.iface.as_deref(), Some("lo"));
+        let d = c.describe();
+        assert!(d.contains("GASNET_AM_NUM_ENTRIES") && d.contains("(environment)"));
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        let e = Config::from_source(&env(&[(AM_NUM_ENTRIES, "lots")])).unwrap_err();
+        assert_eq!(e.var, AM_NUM_ENTRIES);
+        assert_eq!(e.value, "lots");
+        assert!(e
+            .to_string()
+            .starts_with("GASNET_AM_NUM_ENTRIES=\"lots\" is invalid"));
+        let e = Config::from_source(&env(&[(AM_BUFFER_SIZE, "4K")])).unwrap_err();
+        assert_eq!(e.var, AM_BUFFER_SIZE);
+        let e = Config::from_source(&env(&[(MAX_SEGSIZE, "2/H")])).unwrap_err();
+        assert_eq!(e.var, MAX_SEGSIZE);
+        let e = Config::from_source(&env(&[(PSHM, "maybe")])).unwrap_err();
+        assert_eq!(e.var, PSHM);
+        let e = Config::from_source(&env(&[(AM_EVENT_QUEUE_LENGTH, "-1")])).unwrap_err();
+        assert_eq!(e.var, AM_EVENT_QUEUE_LENGTH);
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("512K"), Ok(512 << 10));
+        assert_eq!(parse_size("64mb"), Ok(64 << 20));
+        assert_eq!(parse_size("1.5G"), Ok(3 << 29));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("99999999999T").is_err());
+        assert!(parse_size("abc").is_err());
+        assert!(parse_size("").is_err());
+        assert!(parse_size("-1K").is_err());
+    }
+}
