@@ -3,12 +3,43 @@
 //! This crate is what a PGAS runtime links against. It joins a job started by `rgasnetrun`
 //! (or `mpirun`), attaches one segment per process, registers active-message handlers and sends
 //! Short, Medium and Long active messages whose headers travel in Portals match bits
-//! (see `DESIGN.md` §4). Routing picks self, shared memory (`rgasnet-pshm`) or the Portals
-//! network layer (`rgasnet-portals`) per destination rank.
+//! (`DESIGN.md` §4), over the Portals network layer (`rgasnet-portals`).
 //!
-//! The client, segments, the core AM layer and configuration land with the core AM issue;
-//! until then the crate only states its layer.
+//! ```no_run
+//! use rgasnet::{Category, Client, Handler};
+//! let client = Client::init()?;
+//! let ids = client.attach(1 << 20, vec![
+//!     Handler::new("ping", Category::Short, |token, args, _| {
+//!         token.reply_short(129, args).expect("reply");
+//!     }).at(128),
+//!     Handler::new("pong", Category::Short, |_, _, _| {}).at(129),
+//! ])?;
+//! client.am_request_short((client.rank() + 1) % client.size(), ids[0], &[42])?;
+//! client.poll()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Module map: [`config`] (every environment variable), [`matchbits`] (the AM header in match
+//! bits), `payload` (the AM body), [`handlers`] (the handler table), `client` (init, attach),
+//! `send` and `recv` (the AM protocol over Portals), [`Token`] (what a handler gets).
 #![forbid(unsafe_code)]
 
+mod am;
+mod client;
 pub mod config;
+pub mod error;
+pub mod handlers;
+mod internal;
 pub mod matchbits;
+mod net;
+mod payload;
+mod recv;
+mod send;
+mod stats;
+mod token;
+
+pub use client::{Client, Limits, AM_PT, LONG_DATA_PT, MAX_LONG, MAX_MEDIUM, RMA_PT};
+pub use error::{AmError, AttachError, InitError};
+pub use handlers::{Category, Handler, RegisterError};
+pub use stats::AmStats;
+pub use token::Token;

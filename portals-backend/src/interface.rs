@@ -1,1 +1,533 @@
-//! Placeholder: filled by the engine issue.
+//! The driver: a [`Stack`] behind a mutex, a datagram [`Link`] (a UDP socket in production) and
+//! the clock. This is the API applications call. Progress happens inside the caller's calls:
+//! every operation flushes what it produced onto the wire, and every wait receives, runs
+//! timers and transmits until its condition holds — spinning briefly, then blocking in the
+//! kernel so that an idle process does not burn a core.
+//!
+//! Several threads may use one interface at once: each call takes the lock only for the
+//! engine work it needs, and waiting threads take turns making progress.
+
+use std::io;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::engine::{
+    AtomicArgs, CtHandle, Engine, EqGet, EqHandle, FetchArgs, GetArgs, LeHandle, LeSpec,
+    MdHandle, MdSpec, MeHandle, MeSpec, NiHandle, PutArgs,
+};
+use crate::error::{PtlError, PtlResult};
+use crate::stack::Stack;
+use crate::transport::{Transport, TransportConfig};
+use crate::types::{
+    CtEvent, ListKind, NiKind, NiLimits, PhysId, ProcessId, PtIndex, PtOptions, SrIndex, Uid,
+};
+
+/// A datagram socket as the driver needs it. [`crate::udp::UdpEndpoint`] is the real one.
+pub trait Link: Send + Sync {
+    /// The address peers reach this link at.
+    fn local_id(&self) -> PhysId;
+    /// Sends one datagram. `Ok(false)` when the socket buffer is full (try again later).
+    fn send_to(&self, datagram: &[u8], to: PhysId) -> io::Result<bool>;
+    /// Receives one datagram into `buf` without blocking; `None` when nothing is waiting.
+    fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(usize, PhysId)>>;
+    /// Blocks until a datagram may be waiting or `timeout` passes (spurious returns allowed).
+    fn wait_readable(&self, timeout: Duration) -> io::Result<()>;
+    /// Blocks until the socket may accept a datagram or `timeout` passes.
+    fn wait_writable(&self, timeout: Duration) -> io::Result<()>;
+}
+
+/// How an interface is built.
+#[derive(Debug, Clone)]
+pub struct InterfaceConfig {
+    /// Transport settings (job key, datagram size, retransmission, peer timeout).
+    pub transport: TransportConfig,
+    /// The user id the processes of this interface act as.
+    pub uid: Uid,
+    /// How long a wait spins (receiving without blocking) before it blocks in the kernel.
+    pub spin: Duration,
+}
+
+/// Largest datagram the driver receives.
+const RECV_BUF: usize = 65_536;
+/// Datagrams handled per receive batch before the stack is pumped.
+const RECV_BATCH: usize = 64;
+/// Longest a blocked wait sleeps before it looks again (other threads may have changed state
+/// without a datagram arriving).
+const MAX_BLOCK: Duration = Duration::from_millis(5);
+
+static NEXT_INTERFACE_ID: AtomicU32 = AtomicU32::new(1);
+
+struct State {
+    stack: Stack,
+    rx: Vec<u8>,
+    tx: Vec<u8>,
+}
+
+struct Inner {
+    local: PhysId,
+    link: Box<dyn Link>,
+    state: Mutex<State>,
+    spin: Duration,
+    waiters: AtomicUsize,
+}
+
+/// One network interface: the native engine on a datagram link. Cloning is cheap and shares
+/// the interface.
+#[derive(Clone)]
+pub struct Interface {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Interface {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interface")
+            .field("local", &self.inner.local)
+            .finish()
+    }
+}
+
+fn io_err(call: &'static str) -> impl FnOnce(io::Error) -> PtlError {
+    move |source| PtlError::Io { call, source }
+}
+
+impl Interface {
+    /// An interface on `link`.
+    pub fn new(cfg: InterfaceConfig, link: Box<dyn Link>) -> PtlResult<Interface> {
+        let local = link.local_id();
+        let id = NEXT_INTERFACE_ID.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        cfg.transport
+            .validate()
+            .map_err(|e| PtlError::arg("Interface::new", e.to_string()))?;
+        let transport = Transport::new(
+            cfg.transport,
+            local,
+            crate::transport::random_incarnation(),
+            now,
+        );
+        let engine = Engine::new(local, cfg.uid, id);
+        Ok(Interface {
+            inner: Arc::new(Inner {
+                local,
+                link,
+                state: Mutex::new(State {
+                    stack: Stack::new(engine, transport),
+                    rx: vec![0u8; RECV_BUF],
+                    tx: Vec::with_capacity(RECV_BUF),
+                }),
+                spin: cfg.spin,
+                waiters: AtomicUsize::new(0),
+            }),
+        })
+    }
+
+    /// The physical id (address) of this interface.
+    pub fn phys_id(&self) -> PhysId {
+        self.inner.local
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while the lock was held leaves the engine in an unknown state; the data it
+        // guards is still memory-safe, so continue rather than poison every later call.
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` on the engine, then puts whatever it produced on the wire.
+    fn with_engine<T>(&self, f: impl FnOnce(&mut Engine) -> PtlResult<T>) -> PtlResult<T> {
+        let mut st = self.lock();
+        let r = f(&mut st.stack.engine);
+        let now = Instant::now();
+        st.stack.pump(now);
+        self.transmit(&mut st, now);
+        r
+    }
+
+    /// Sends every datagram the transport has ready.
+    fn transmit(&self, st: &mut State, now: Instant) {
+        let State { stack, tx, .. } = st;
+        while let Some(dest) = stack.poll_transmit(now, tx) {
+            self.send_datagram(tx, dest);
+        }
+    }
+
+    fn send_datagram(&self, datagram: &[u8], dest: PhysId) {
+        for _ in 0..3 {
+            match self.inner.link.send_to(datagram, dest) {
+                Ok(true) => return,
+                Ok(false) => {
+                    // Socket buffer full: give the kernel a moment, then retry. If it is still
+                    // full the datagram is left to the transport's retransmission.
+                    let _ = self.inner.link.wait_writable(Duration::from_millis(2));
+                }
+                Err(e) => {
+                    // Unreachable port etc.: the transport's retransmission and peer timeout
+                    // decide what this means.
+                    tracing::debug!(%dest, error = %e, "send_to failed");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One round of progress: receive what is waiting, run timers, transmit. Returns whether
+    /// any datagram arrived.
+    fn progress_locked(&self, st: &mut State) -> PtlResult<bool> {
+        let mut received = false;
+        let now = Instant::now();
+        loop {
+            let mut n = 0;
+            while n < RECV_BATCH {
+                let State { stack, rx, .. } = &mut *st;
+                match self.inner.link.recv(rx).map_err(io_err("progress"))? {
+                    Some((len, from)) => {
+                        stack.handle_datagram(now, from, &rx[..len]);
+                        n += 1;
+                    }
+                    None => break,
+                }
+            }
+            if n > 0 {
+                received = true;
+                st.stack.pump(now);
+                self.transmit(st, now);
+            }
+            if n < RECV_BATCH {
+                break;
+            }
+        }
+        if st.stack.poll_timeout().is_some_and(|t| t <= now) {
+            st.stack.handle_timeout(now);
+        }
+        st.stack.pump(now);
+        self.transmit(st, now);
+        Ok(received)
+    }
+
+    /// Makes progress once without blocking.
+    pub fn progress(&self) -> PtlResult<()> {
+        let mut st = self.lock();
+        self.progress_locked(&mut st).map(|_| ())
+    }
+
+    /// Makes progress until `check` returns `Some`, or `timeout` passes (`None` if it does).
+    /// Spins for the configured time, then blocks in the kernel between rounds.
+    pub fn wait_for<T>(
+        &self,
+        timeout: Option<Duration>,
+        mut check: impl FnMut(&mut Engine) -> PtlResult<Option<T>>,
+    ) -> PtlResult<Option<T>> {
+        let start = Instant::now();
+        let deadline = timeout.map(|t| start + t);
+        let spin_until = start + self.inner.spin;
+        self.inner.waiters.fetch_add(1, Ordering::Relaxed);
+        let _guard = WaiterGuard(&self.inner.waiters);
+        loop {
+            let next_timer;
+            {
+                let mut st = self.lock();
+                if let Some(v) = check(&mut st.stack.engine)? {
+                    return Ok(Some(v));
+                }
+                self.progress_locked(&mut st)?;
+                if let Some(v) = check(&mut st.stack.engine)? {
+                    return Ok(Some(v));
+                }
+                next_timer = st.stack.poll_timeout();
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(None);
+            }
+            if now < spin_until {
+                std::hint::spin_loop();
+                continue;
+            }
+            // Relaxed: the count is only a hint for how long to sleep.
+            let mut block = if self.inner.waiters.load(Ordering::Relaxed) > 1 {
+                Duration::from_micros(200)
+            } else {
+                MAX_BLOCK
+            };
+            if let Some(t) = next_timer {
+                block = block.min(t.saturating_duration_since(now));
+            }
+            if let Some(d) = deadline {
+                block = block.min(d.saturating_duration_since(now));
+            }
+            self.inner
+                .link
+                .wait_readable(block)
+                .map_err(io_err("wait"))?;
+        }
+    }
+
+    /// Opens the NI of `kind` on this interface.
+    pub fn ni_init(&self, kind: NiKind, desired: Option<NiLimits>) -> PtlResult<Ni> {
+        let (handle, limits) = self.with_engine(|e| e.ni_init(kind, desired))?;
+        Ok(Ni {
+            iface: self.clone(),
+            handle,
+            kind,
+            limits,
+        })
+    }
+
+    /// Waits for an event on any of `eqs` (`PtlEQPoll`): the event and the index of its EQ, or
+    /// `EqEmpty` after `timeout`.
+    pub fn eq_poll(
+        &self,
+        eqs: &[EqHandle],
+        timeout: Option<Duration>,
+    ) -> PtlResult<(EqGet, usize)> {
+        let r = self.wait_for(timeout, |e| {
+            for (i, eq) in eqs.iter().enumerate() {
+                match e.eq_get(*eq)? {
+                    EqGet::Empty => {}
+                    got => return Ok(Some((got, i))),
+                }
+            }
+            Ok(None)
+        })?;
+        r.ok_or(PtlError::EqEmpty)
+    }
+
+    /// Counters of the transport (datagrams, retransmissions, drops by reason).
+    pub fn transport_stats(&self) -> crate::transport::TransportStats {
+        self.lock().stack.transport.stats().clone()
+    }
+
+    /// Counters of the engine (malformed messages, EQ overflows, ...).
+    pub fn engine_stats(&self) -> crate::engine::EngineStats {
+        *self.lock().stack.engine.stats()
+    }
+}
+
+struct WaiterGuard<'a>(&'a AtomicUsize);
+impl Drop for WaiterGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A network interface of one kind (`ptl_handle_ni_t`) with its objects' calls. Cloning is
+/// cheap.
+#[derive(Clone, Debug)]
+pub struct Ni {
+    iface: Interface,
+    handle: NiHandle,
+    kind: NiKind,
+    limits: NiLimits,
+}
+
+impl Ni {
+    /// The interface this NI lives on.
+    pub fn interface(&self) -> &Interface {
+        &self.iface
+    }
+    /// Matching/non-matching, logical/physical.
+    pub fn kind(&self) -> NiKind {
+        self.kind
+    }
+    /// The limits granted at init.
+    pub fn limits(&self) -> NiLimits {
+        self.limits
+    }
+    /// Closes the NI (`PtlNIFini`).
+    pub fn fini(self) -> PtlResult<()> {
+        let h = self.handle;
+        self.iface.with_engine(|e| e.ni_fini(h))
+    }
+    /// Sets the rank map of a logical NI (`PtlSetMap`).
+    pub fn set_map(&self, map: &[PhysId]) -> PtlResult<()> {
+        self.iface.with_engine(|e| e.set_map(self.handle, map))
+    }
+    /// The rank map (`PtlGetMap`).
+    pub fn get_map(&self) -> PtlResult<Vec<PhysId>> {
+        self.iface.with_engine(|e| e.get_map(self.handle).map(<[PhysId]>::to_vec))
+    }
+    /// This process's id on the NI: its rank (logical) or physical id (`PtlGetId`).
+    pub fn get_id(&self) -> PtlResult<ProcessId> {
+        self.iface.with_engine(|e| e.get_id(self.handle))
+    }
+    /// The physical id (`PtlGetPhysId`).
+    pub fn get_phys_id(&self) -> PtlResult<PhysId> {
+        self.iface.with_engine(|e| e.get_phys_id(self.handle))
+    }
+    /// The user id (`PtlGetUid`).
+    pub fn get_uid(&self) -> PtlResult<Uid> {
+        self.iface.with_engine(|e| e.get_uid(self.handle))
+    }
+    /// A status register (`PtlNIStatus`).
+    pub fn status(&self, sr: SrIndex) -> PtlResult<u64> {
+        self.iface.with_engine(|e| e.ni_status(self.handle, sr))
+    }
+
+    /// Allocates a portal table entry (`PtlPTAlloc`).
+    pub fn pt_alloc(
+        &self,
+        options: PtOptions,
+        eq: Option<EqHandle>,
+        index: PtIndex,
+    ) -> PtlResult<PtIndex> {
+        self.iface
+            .with_engine(|e| e.pt_alloc(self.handle, options, eq, index))
+    }
+    /// Frees a portal table entry (`PtlPTFree`).
+    pub fn pt_free(&self, index: PtIndex) -> PtlResult<()> {
+        self.iface.with_engine(|e| e.pt_free(self.handle, index))
+    }
+    /// Enables a portal table entry (`PtlPTEnable`).
+    pub fn pt_enable(&self, index: PtIndex) -> PtlResult<()> {
+        self.iface.with_engine(|e| e.pt_enable(self.handle, index))
+    }
+    /// Disables a portal table entry (`PtlPTDisable`).
+    pub fn pt_disable(&self, index: PtIndex) -> PtlResult<()> {
+        self.iface.with_engine(|e| e.pt_disable(self.handle, index))
+    }
+
+    /// Allocates an event queue of `count` events (`PtlEQAlloc`).
+    pub fn eq_alloc(&self, count: usize) -> PtlResult<EqHandle> {
+        self.iface.with_engine(|e| e.eq_alloc(self.handle, count))
+    }
+    /// Frees an event queue (`PtlEQFree`).
+    pub fn eq_free(&self, eq: EqHandle) -> PtlResult<()> {
+        self.iface.with_engine(|e| e.eq_free(eq))
+    }
+    /// Takes the next event without waiting (`PtlEQGet`); makes progress first.
+    pub fn eq_get(&self, eq: EqHandle) -> PtlResult<EqGet> {
+        let mut st = self.iface.lock();
+        match st.stack.engine.eq_get(eq)? {
+            EqGet::Empty => {}
+            got => return Ok(got),
+        }
+        self.iface.progress_locked(&mut st)?;
+        st.stack.engine.eq_get(eq)
+    }
+    /// Waits for the next event (`PtlEQWait`), or `EqEmpty` after `timeout`.
+    pub fn eq_wait(&self, eq: EqHandle, timeout: Option<Duration>) -> PtlResult<EqGet> {
+        self.iface.eq_poll(&[eq], timeout).map(|(ev, _)| ev)
+    }
+
+    /// Allocates a counting event (`PtlCTAlloc`).
+    pub fn ct_alloc(&self) -> PtlResult<CtHandle> {
+        self.iface.with_engine(|e| e.ct_alloc(self.handle))
+    }
+    /// Frees a counting event (`PtlCTFree`).
+    pub fn ct_free(&self, ct: CtHandle) -> PtlResult<()> {
+        self.iface.with_engine(|e| e.ct_free(ct))
+    }
+    /// Reads a counting event (`PtlCTGet`); makes progress first.
+    pub fn ct_get(&self, ct: CtHandle) -> PtlResult<CtEvent> {
+        let mut st = self.iface.lock();
+        self.iface.progress_locked(&mut st)?;
+        st.stack.engine.ct_get(ct)
+    }
+    /// Sets a counting event (`PtlCTSet`).
+    pub fn ct_set(&self, ct: CtHandle, value: CtEvent) -> PtlResult<()> {
+        self.iface.with_engine(|e| e.ct_set(ct, value))
+    }
+    /// Increments a counting event (`PtlCTInc`).
+    pub fn ct_inc(&self, ct: CtHandle, inc: CtEvent) -> PtlResult<()> {
+        self.iface.with_engine(|e| e.ct_inc(ct, inc))
+    }
+    /// Waits until `success >= threshold` or `failure > 0` (`PtlCTWait`); `CtNoneReached`
+    /// after `timeout`.
+    pub fn ct_wait(
+        &self,
+        ct: CtHandle,
+        threshold: u64,
+        timeout: Option<Duration>,
+    ) -> PtlResult<CtEvent> {
+        let r = self.iface.wait_for(timeout, |e| {
+            let v = e.ct_get(ct)?;
+            Ok((v.success >= threshold || v.failure > 0).then_some(v))
+        })?;
+        r.ok_or(PtlError::CtNoneReached)
+    }
+    /// Waits on several counting events (`PtlCTPoll`): the value and index of the first that
+    /// reached its threshold.
+    pub fn ct_poll(
+        &self,
+        cts: &[CtHandle],
+        thresholds: &[u64],
+        timeout: Option<Duration>,
+    ) -> PtlResult<(CtEvent, usize)> {
+        if cts.len() != thresholds.len() || cts.is_empty() {
+            return Err(PtlError::arg(
+                "ct_poll",
+                "needs one threshold per counting event, and at least one",
+            ));
+        }
+        let r = self.iface.wait_for(timeout, |e| {
+            for (i, (ct, thr)) in cts.iter().zip(thresholds).enumerate() {
+                let v = e.ct_get(*ct)?;
+                if v.success >= *thr || v.failure > 0 {
+                    return Ok(Some((v, i)));
+                }
+            }
+            Ok(None)
+        })?;
+        r.ok_or(PtlError::CtNoneReached)
+    }
+
+    /// Binds a memory descriptor (`PtlMDBind`).
+    pub fn md_bind(&self, spec: MdSpec) -> PtlResult<MdHandle> {
+        self.iface.with_engine(|e| e.md_bind(self.handle, spec))
+    }
+    /// Releases a memory descriptor (`PtlMDRelease`); `IN_USE` while operations wait on it.
+    pub fn md_release(&self, md: MdHandle) -> PtlResult<()> {
+        self.iface.with_engine(|e| e.md_release(md))
+    }
+    /// Appends a match entry (`PtlMEAppend`).
+    pub fn me_append(
+        &self,
+        pt_index: PtIndex,
+        spec: MeSpec,
+        list: ListKind,
+        user_ptr: u64,
+    ) -> PtlResult<MeHandle> {
+        self.iface
+            .with_engine(|e| e.me_append(self.handle, pt_index, spec, list, user_ptr))
+    }
+    /// Appends a list entry (`PtlLEAppend`).
+    pub fn le_append(
+        &self,
+        pt_index: PtIndex,
+        spec: LeSpec,
+        list: ListKind,
+        user_ptr: u64,
+    ) -> PtlResult<LeHandle> {
+        self.iface
+            .with_engine(|e| e.le_append(self.handle, pt_index, spec, list, user_ptr))
+    }
+    /// Unlinks a match entry (`PtlMEUnlink`).
+    pub fn me_unlink(&self, me: MeHandle) -> PtlResult<()> {
+        self.iface.with_engine(|e| e.me_unlink(me))
+    }
+    /// Unlinks a list entry (`PtlLEUnlink`).
+    pub fn le_unlink(&self, le: LeHandle) -> PtlResult<()> {
+        self.iface.with_engine(|e| e.le_unlink(le))
+    }
+
+    /// `PtlPut`.
+    pub fn put(&self, args: &PutArgs) -> PtlResult<()> {
+        self.iface.with_engine(|e| e.put(args))
+    }
+    /// `PtlGet`.
+    pub fn get(&self, args: &GetArgs) -> PtlResult<()> {
+        self.iface.with_engine(|e| e.get(args))
+    }
+    /// `PtlAtomic`.
+    pub fn atomic(&self, args: &AtomicArgs) -> PtlResult<()> {
+        self.iface.with_engine(|e| e.atomic(args))
+    }
+    /// `PtlFetchAtomic`.
+    pub fn fetch_atomic(&self, args: &FetchArgs<'_>) -> PtlResult<()> {
+        self.iface.with_engine(|e| e.fetch_atomic(args))
+    }
+    /// `PtlSwap`.
+    pub fn swap(&self, args: &FetchArgs<'_>) -> PtlResult<()> {
+        self.iface.with_engine(|e| e.swap(args))
+    }
+}

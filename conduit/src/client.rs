@@ -1,0 +1,372 @@
+//! The client: joining a job, attaching the segment, and the state every other module works
+//! on.
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rgasnet_launcher::Bootstrap;
+use rgasnet_portals::engine::{EqHandle, LeSpec, MdHandle, MdSpec, MeHandle, MeSpec};
+use rgasnet_portals::interface::Ni;
+use rgasnet_portals::{
+    Addressing, ListKind, Matching, MdOptions, MeOptions, NiKind, PhysId, ProcessId, PtOptions,
+    Region, UID_ANY,
+};
+
+use crate::config::Config;
+use crate::error::{AttachError, InitError};
+use crate::handlers::{Handler, HandlerTable};
+use crate::matchbits::MatchBits;
+use crate::net;
+use crate::recv::RecvState;
+use crate::send::SendState;
+
+/// Portal index of AM headers on the matching NI.
+pub const AM_PT: u32 = 7;
+/// Portal index of Long AM data on the matching NI.
+pub const LONG_DATA_PT: u32 = 8;
+/// Portal index of the segment on the non-matching NI (extended API put/get).
+pub const RMA_PT: u32 = 9;
+
+/// Largest Medium payload. A maximal Medium with 16 arguments fits one UDP datagram, so it
+/// costs one datagram each way.
+pub const MAX_MEDIUM: usize = 65_000;
+/// Largest Long payload of a request or reply.
+pub const MAX_LONG: usize = 16 << 20;
+/// Largest AM body: 16 arguments, a Long offset and a maximal Medium payload.
+pub(crate) const MAX_BODY: usize = 16 * 4 + 8 + MAX_MEDIUM;
+
+/// The AM limits of this client (`gex_AM_Max*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most 32-bit arguments of any AM.
+    pub max_args: usize,
+    /// Largest Medium payload (request or reply).
+    pub max_medium: usize,
+    /// Largest Long request payload.
+    pub max_long_request: usize,
+    /// Largest Long reply payload.
+    pub max_long_reply: usize,
+}
+
+/// What attach set up.
+pub(crate) struct Attached {
+    pub(crate) segment: Region,
+    pub(crate) segment_sizes: Vec<u64>,
+    pub(crate) handlers: HandlerTable,
+    pub(crate) am_eq: EqHandle,
+    pub(crate) send: Mutex<SendState>,
+    pub(crate) recv: Mutex<RecvState>,
+    /// The non-matching NI's list entry over the segment (kept for the extended API).
+    pub(crate) rma_le: MeHandle,
+    pub(crate) send_small_md: MdHandle,
+    pub(crate) send_large_md: MdHandle,
+    pub(crate) send_eq: EqHandle,
+}
+
+/// Shared state behind a [`Client`].
+pub struct Inner {
+    pub(crate) boot: Bootstrap,
+    pub(crate) config: Config,
+    pub(crate) rank: u32,
+    pub(crate) size: u32,
+    pub(crate) am_ni: Ni,
+    pub(crate) rma_ni: Ni,
+    pub(crate) peers: Vec<PhysId>,
+    pub(crate) attached: OnceLock<Attached>,
+    pub(crate) stats: crate::stats::Counters,
+}
+
+/// A process's membership in an rgasnet job. Cheap to clone; `Send + Sync`, so any number of
+/// threads may send, poll and wait at once.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("rank", &self.inner.rank)
+            .field("size", &self.inner.size)
+            .finish()
+    }
+}
+
+impl Client {
+    /// Joins the job this process was started in (by `rgasnetrun`, or by `mpirun` in a build
+    /// with the `mpi` feature): reads the configuration, bootstraps, brings up the network
+    /// interface and learns every rank's address.
+    pub fn init() -> Result<Client, InitError> {
+        let config = Config::from_env()?;
+        let boot = Bootstrap::from_env()?;
+        if config.verbose_env && boot.rank() == 0 {
+            eprint!("{}", config.describe());
+        }
+        if config.portals == crate::config::PortalsEngine::Reference {
+            return Err(InitError::NoReferenceEngine);
+        }
+        let iface = net::open_interface(&config, &boot)?;
+        let logical = |matching| NiKind {
+            matching,
+            addressing: Addressing::Logical,
+        };
+        let am_ni = iface.ni_init(logical(Matching::Matching), None)?;
+        let rma_ni = iface.ni_init(logical(Matching::NoMatching), None)?;
+        let me = iface.phys_id();
+        let mut blob = [0u8; 8];
+        blob[..4].copy_from_slice(&me.nid.to_le_bytes());
+        blob[4..].copy_from_slice(&me.pid.to_le_bytes());
+        let all = boot.allgather(&blob)?;
+        let mut peers = Vec::with_capacity(all.len());
+        for (rank, b) in all.iter().enumerate() {
+            if b.len() != 8 {
+                return Err(InitError::BadPeerAddress {
+                    rank: rank as u32,
+                    len: b.len(),
+                });
+            }
+            let nid = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            let pid = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+            peers.push(PhysId { nid, pid });
+        }
+        am_ni.set_map(&peers)?;
+        rma_ni.set_map(&peers)?;
+        Ok(Client {
+            inner: Arc::new(Inner {
+                rank: boot.rank(),
+                size: boot.size(),
+                boot,
+                config,
+                am_ni,
+                rma_ni,
+                peers,
+                attached: OnceLock::new(),
+                stats: Default::default(),
+            }),
+        })
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> u32 {
+        self.inner.rank
+    }
+
+    /// Number of ranks in the job.
+    pub fn size(&self) -> u32 {
+        self.inner.size
+    }
+
+    /// The ranks that share this rank's host.
+    pub fn host_ranks(&self) -> &[u32] {
+        self.inner.boot.host_ranks()
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The AM limits.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_args: crate::matchbits::MAX_ARGS,
+            max_medium: MAX_MEDIUM,
+            max_long_request: MAX_LONG,
+            max_long_reply: MAX_LONG,
+        }
+    }
+
+    /// The physical addresses of every rank, by rank.
+    pub fn peer_addresses(&self) -> &[PhysId] {
+        &self.inner.peers
+    }
+
+    /// The matching NI (AM traffic) — for layers built on the client.
+    pub fn am_ni(&self) -> &Ni {
+        &self.inner.am_ni
+    }
+
+    /// The non-matching NI whose list entry covers the segment (extended API).
+    pub fn rma_ni(&self) -> &Ni {
+        &self.inner.rma_ni
+    }
+
+    /// The bootstrap channel (for layers built on the client).
+    pub fn bootstrap(&self) -> &Bootstrap {
+        &self.inner.boot
+    }
+
+    /// Collective: allocates this rank's segment of `segment_size` bytes, registers the
+    /// handlers, sets up the AM receive resources, exchanges segment sizes and ends in a
+    /// barrier. Returns the handler index of each handler, in the order given.
+    pub fn attach(&self, segment_size: u64, handlers: Vec<Handler>) -> Result<Vec<u8>, AttachError> {
+        let inner = &*self.inner;
+        if inner.attached.get().is_some() {
+            return Err(AttachError::AlreadyAttached);
+        }
+        let limit = inner.config.max_segsize;
+        if segment_size > limit || usize::try_from(segment_size).is_err() {
+            return Err(AttachError::SegmentTooLarge {
+                requested: segment_size,
+                limit,
+            });
+        }
+        let mut table = HandlerTable::new();
+        crate::internal::register(&mut table);
+        let indices = table.register_client(handlers)?;
+
+        let cfg = &inner.config;
+        let page = 4096u64;
+        let seg_len = segment_size.div_ceil(page) * page;
+        let segment = Region::new(seg_len as usize);
+
+        let am_ni = &inner.am_ni;
+        // One EQ for everything that arrives (AM headers, Long data, unlinks, flow control),
+        // one for the acknowledgements of what this rank sends.
+        let am_eq = am_ni.eq_alloc(cfg.am_event_queue_length)?;
+        let send_eq = am_ni.eq_alloc(cfg.am_event_queue_length)?;
+        am_ni.pt_alloc(PtOptions::FLOWCTRL, Some(am_eq), AM_PT)?;
+        am_ni.pt_alloc(PtOptions::FLOWCTRL, Some(am_eq), LONG_DATA_PT)?;
+
+        let mut recv = RecvState::new(cfg.am_num_entries);
+        for block in 0..cfg.am_num_entries {
+            let region = Region::new(cfg.am_buffer_size);
+            let me = am_ni.me_append(AM_PT, am_block_spec(&region), ListKind::Priority, block as u64)?;
+            recv.add_block(region, me);
+        }
+        // Long data lands straight in the segment, at the offset the initiator names.
+        am_ni.me_append(
+            LONG_DATA_PT,
+            MeSpec {
+                region: segment.clone(),
+                offset: 0,
+                length: seg_len,
+                ct: None,
+                uid: UID_ANY,
+                options: MeOptions::OP_PUT | MeOptions::EVENT_LINK_DISABLE,
+                match_id: ProcessId::ANY_RANK,
+                match_bits: 0,
+                ignore_bits: 0,
+                min_free: 0,
+            },
+            ListKind::Priority,
+            u64::MAX,
+        )?;
+
+        // The segment on the non-matching NI: the target sees nothing unless something fails.
+        let rma_ni = &inner.rma_ni;
+        let rma_eq = rma_ni.eq_alloc(64)?;
+        rma_ni.pt_alloc(PtOptions::empty(), Some(rma_eq), RMA_PT)?;
+        let rma_le = rma_ni.le_append(
+            RMA_PT,
+            LeSpec {
+                region: segment.clone(),
+                offset: 0,
+                length: seg_len,
+                ct: None,
+                uid: UID_ANY,
+                options: MeOptions::OP_PUT
+                    | MeOptions::OP_GET
+                    | MeOptions::EVENT_LINK_DISABLE
+                    | MeOptions::EVENT_SUCCESS_DISABLE,
+            },
+            ListKind::Priority,
+            0,
+        )?;
+
+        let send = SendState::new();
+        let bind = |region: &Region| {
+            am_ni.md_bind(MdSpec {
+                region: region.clone(),
+                offset: 0,
+                length: region.len() as u64,
+                options: MdOptions::EVENT_SEND_DISABLE,
+                eq: Some(send_eq),
+                ct: None,
+            })
+        };
+        let send_small_md = bind(send.small_region())?;
+        let send_large_md = bind(send.large_region())?;
+
+        let sizes = inner.boot.allgather(&seg_len.to_le_bytes())?;
+        let mut segment_sizes = Vec::with_capacity(sizes.len());
+        for (rank, b) in sizes.iter().enumerate() {
+            let arr: [u8; 8] = b
+                .as_slice()
+                .try_into()
+                .map_err(|_| AttachError::BadPeerSegment { rank: rank as u32 })?;
+            segment_sizes.push(u64::from_le_bytes(arr));
+        }
+        let attached = Attached {
+            segment,
+            segment_sizes,
+            handlers: table,
+            am_eq,
+            send: Mutex::new(send),
+            recv: Mutex::new(recv),
+            rma_le,
+            send_small_md,
+            send_large_md,
+            send_eq,
+        };
+        if inner.attached.set(attached).is_err() {
+            return Err(AttachError::AlreadyAttached);
+        }
+        inner.boot.barrier()?;
+        Ok(indices)
+    }
+
+    /// This rank's segment (`None` before attach).
+    pub fn segment(&self) -> Option<&Region> {
+        self.inner.attached.get().map(|a| &a.segment)
+    }
+
+    /// The size of `rank`'s segment (`None` before attach or for a rank outside the job).
+    pub fn segment_size(&self, rank: u32) -> Option<u64> {
+        let a = self.inner.attached.get()?;
+        a.segment_sizes.get(rank as usize).copied()
+    }
+
+    /// Ends the whole job with `code`, from any rank, without the other ranks' cooperation.
+    pub fn exit(&self, code: i32) -> ! {
+        self.inner.boot.abort(code)
+    }
+
+    /// Counters of what the AM layer did (resends after flow control, recoveries, ...).
+    pub fn stats(&self) -> crate::stats::AmStats {
+        self.inner.stats.snapshot()
+    }
+}
+
+/// The match entry of an AM receive block: headers only (bit 63), packed locally, unlinked when
+/// less than one maximal AM fits.
+pub(crate) fn am_block_spec(region: &Region) -> MeSpec {
+    MeSpec {
+        region: region.clone(),
+        offset: 0,
+        length: region.len() as u64,
+        ct: None,
+        uid: UID_ANY,
+        options: MeOptions::OP_PUT
+            | MeOptions::MANAGE_LOCAL
+            | MeOptions::MAY_ALIGN
+            | MeOptions::EVENT_LINK_DISABLE,
+        match_id: ProcessId::ANY_RANK,
+        match_bits: MatchBits::AM_RECEIVE_BITS,
+        ignore_bits: MatchBits::AM_RECEIVE_IGNORE,
+        min_free: MAX_BODY as u64,
+    }
+}
+
+impl Inner {
+    pub(crate) fn attached(&self, call: &'static str) -> Result<&Attached, crate::error::AmError> {
+        self.attached
+            .get()
+            .ok_or(crate::error::AmError::NotAttached { call })
+    }
+
+    /// Ends the job after a condition the protocol cannot recover from, naming it.
+    pub(crate) fn fatal(&self, msg: &str) -> ! {
+        eprintln!("rgasnet: fatal error on rank {}: {msg}", self.rank);
+        self.boot.abort(1)
+    }
+}

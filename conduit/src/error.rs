@@ -1,0 +1,180 @@
+//! The conduit's errors, one enum per operation family.
+
+use crate::handlers::{Category, RegisterError};
+
+/// [`crate::Client::init`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InitError {
+    /// The process was not started by `rgasnetrun` (or `mpirun` with the `mpi` feature).
+    #[error("{0}")]
+    Bootstrap(#[from] rgasnet_launcher::BootstrapError),
+    /// An environment variable has a value rgasnet cannot use.
+    #[error("configuration: {0}")]
+    Config(#[from] crate::config::ConfigError),
+    /// The Portals layer could not be set up.
+    #[error("Portals network layer: {0}")]
+    Portals(#[from] rgasnet_portals::PtlError),
+    /// The `ref` Portals engine was asked for but this build does not contain it.
+    #[error("RGASNET_PORTALS=ref needs a build with the `ref-impl` feature; unset it to use the native engine")]
+    NoReferenceEngine,
+    /// A peer published an address this rank cannot use.
+    #[error("rank {rank} published a malformed network address during bootstrap ({len} bytes)")]
+    BadPeerAddress {
+        /// The peer.
+        rank: u32,
+        /// Bytes received.
+        len: usize,
+    },
+}
+
+/// [`crate::Client::attach`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AttachError {
+    /// attach was called twice.
+    #[error("attach was already called on this client")]
+    AlreadyAttached,
+    /// The segment asked for is larger than `GASNET_MAX_SEGSIZE` allows.
+    #[error("segment of {requested} bytes exceeds GASNET_MAX_SEGSIZE ({limit} bytes); ask for less or raise GASNET_MAX_SEGSIZE")]
+    SegmentTooLarge {
+        /// Bytes asked for.
+        requested: u64,
+        /// The cap.
+        limit: u64,
+    },
+    /// A handler registration was refused.
+    #[error("handler registration: {0}")]
+    Handler(#[from] RegisterError),
+    /// The bootstrap exchange failed (a peer died, the launcher went away).
+    #[error("bootstrap exchange during attach: {0}")]
+    Bootstrap(#[from] rgasnet_launcher::BootstrapError),
+    /// Setting up Portals resources failed.
+    #[error("Portals resources during attach: {0}")]
+    Portals(#[from] rgasnet_portals::PtlError),
+    /// A peer published a malformed segment description.
+    #[error("rank {rank} published a malformed segment description during attach")]
+    BadPeerSegment {
+        /// The peer.
+        rank: u32,
+    },
+}
+
+/// An active-message call failed; nothing was sent.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AmError {
+    /// The client has not attached yet.
+    #[error("{call}: the client is not attached; call attach() first")]
+    NotAttached {
+        /// The call.
+        call: &'static str,
+    },
+    /// Destination rank out of range.
+    #[error("{call}: rank {rank} is not in this job of {size} ranks")]
+    BadRank {
+        /// The call.
+        call: &'static str,
+        /// Rank asked for.
+        rank: u32,
+        /// Job size.
+        size: u32,
+    },
+    /// No handler is registered at the index.
+    #[error("{call}: no handler is registered at index {handler}")]
+    UnregisteredHandler {
+        /// The call.
+        call: &'static str,
+        /// The index.
+        handler: u8,
+    },
+    /// The handler was registered for another category.
+    #[error("{call}: handler {handler} (`{name}`) is a {registered} handler, called as {called}")]
+    WrongCategory {
+        /// The call.
+        call: &'static str,
+        /// The index.
+        handler: u8,
+        /// Its name.
+        name: String,
+        /// Registered category.
+        registered: Category,
+        /// Category of the call.
+        called: Category,
+    },
+    /// The handler was registered with another argument count.
+    #[error("{call}: handler {handler} (`{name}`) takes {expected} arguments, called with {given}")]
+    WrongArgCount {
+        /// The call.
+        call: &'static str,
+        /// The index.
+        handler: u8,
+        /// Its name.
+        name: String,
+        /// Registered count.
+        expected: u8,
+        /// Count given.
+        given: usize,
+    },
+    /// More than 16 arguments.
+    #[error("{call}: {given} arguments exceed the maximum of 16")]
+    TooManyArgs {
+        /// The call.
+        call: &'static str,
+        /// Count given.
+        given: usize,
+    },
+    /// Payload over the category's limit.
+    #[error("{call}: payload of {len} bytes exceeds the maximum of {max} bytes")]
+    PayloadTooLarge {
+        /// The call.
+        call: &'static str,
+        /// Bytes given.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A Long payload would not fit in the target's segment.
+    #[error("{call}: {len} bytes at offset {offset} fall outside rank {rank}'s segment of {segment} bytes")]
+    OutsideSegment {
+        /// The call.
+        call: &'static str,
+        /// Target rank.
+        rank: u32,
+        /// Offset asked for.
+        offset: u64,
+        /// Payload length.
+        len: u64,
+        /// Target segment size.
+        segment: u64,
+    },
+    /// A request handler replied twice.
+    #[error("a request handler may reply at most once")]
+    AlreadyReplied,
+    /// A reply handler tried to reply.
+    #[error("a reply handler cannot send")]
+    ReplyFromReply,
+    /// A request, poll or blocking call from inside a handler.
+    #[error("{call} cannot be called from inside an AM handler")]
+    InHandler {
+        /// The call.
+        call: &'static str,
+    },
+    /// The Portals layer failed.
+    #[error("{call}: Portals: {source}")]
+    Portals {
+        /// The call.
+        call: &'static str,
+        /// The cause.
+        #[source]
+        source: rgasnet_portals::PtlError,
+    },
+    /// The target became unreachable.
+    #[error("{call}: rank {rank} is unreachable (no answer within RGASNET_PEER_TIMEOUT)")]
+    Unreachable {
+        /// The call.
+        call: &'static str,
+        /// The peer.
+        rank: u32,
+    },
+}

@@ -1,0 +1,364 @@
+//! Receiving active messages: `poll()` takes events from the AM event queue, copies each
+//! message out of its receive block, runs its handler, re-posts receive blocks that filled up,
+//! pairs Long headers with their data, and recovers from flow control.
+//!
+//! Flow control (PORTALS4.md): when every receive block is full, or the event queue is about
+//! to overflow, the engine disables the AM portal and refuses what arrives with
+//! `NI_PT_DISABLED` (the senders resend). The `PT_DISABLED` event tells us; we keep handling
+//! the events already queued, re-post the blocks that unlinked, and re-enable the portal once
+//! the queue is drained.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+use rgasnet_portals::engine::{EqGet, MeHandle};
+use rgasnet_portals::{Event, EventKind, ListKind, NiFail, ProcessId, Region};
+
+use crate::client::{am_block_spec, Attached, Client, Inner, AM_PT, LONG_DATA_PT};
+use crate::error::AmError;
+use crate::handlers::Category;
+use crate::matchbits::{Direction, MatchBits, MsgType, Protocol};
+use crate::payload;
+use crate::send::lock;
+use crate::stats::Counters;
+use crate::token::Token;
+
+/// Events handled per `poll()` call at most.
+const POLL_BATCH: usize = 64;
+
+thread_local! {
+    /// Handlers running on this thread (nested only through self-sends, which are queued, so
+    /// in practice 0 or 1).
+    static HANDLER_DEPTH: Cell<u32> = const { Cell::new(0) };
+    static BODY: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Whether the calling thread is inside an AM handler.
+pub(crate) fn in_handler() -> bool {
+    HANDLER_DEPTH.with(|d| d.get() > 0)
+}
+
+struct HandlerScope;
+impl HandlerScope {
+    fn enter() -> HandlerScope {
+        HANDLER_DEPTH.with(|d| d.set(d.get() + 1));
+        HandlerScope
+    }
+}
+impl Drop for HandlerScope {
+    fn drop(&mut self) {
+        HANDLER_DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
+struct Block {
+    region: Region,
+    me: Option<MeHandle>,
+}
+
+/// A Long AM whose header and data have not both arrived.
+enum LongHalf {
+    Data,
+    Header(Pending),
+}
+
+/// A handler call waiting to run.
+struct Pending {
+    source: u32,
+    direction: Direction,
+    protocol: Protocol,
+    handler: u8,
+    args: [u32; 16],
+    argc: usize,
+    long: Option<(u64, u64)>,
+}
+
+/// The receive side's bookkeeping.
+pub(crate) struct RecvState {
+    blocks: Vec<Block>,
+    long_halves: HashMap<(u32, u64), LongHalf>,
+    disabled: [bool; 2],
+}
+
+impl RecvState {
+    pub(crate) fn new(blocks: usize) -> RecvState {
+        RecvState {
+            blocks: Vec::with_capacity(blocks),
+            long_halves: HashMap::new(),
+            disabled: [false; 2],
+        }
+    }
+
+    pub(crate) fn add_block(&mut self, region: Region, me: MeHandle) {
+        self.blocks.push(Block {
+            region,
+            me: Some(me),
+        });
+    }
+}
+
+/// What one event asks of the poller once the receive lock is released.
+enum Work {
+    Nothing,
+    Run(Pending),
+}
+
+impl Client {
+    /// Handles up to a bounded batch of incoming active messages and acknowledgements; returns
+    /// how many handlers ran. Call it often: progress happens only in calls into rgasnet.
+    pub fn poll(&self) -> Result<usize, AmError> {
+        if in_handler() {
+            return Err(AmError::InHandler { call: "poll" });
+        }
+        self.inner.poll_internal("poll")
+    }
+}
+
+fn source_rank(ev: &Event) -> u32 {
+    match ev.initiator {
+        ProcessId::Rank(r) => r,
+        ProcessId::Phys(_) => u32::MAX,
+    }
+}
+
+impl Inner {
+    pub(crate) fn poll_internal(&self, call: &'static str) -> Result<usize, AmError> {
+        let att = self.attached(call)?;
+        self.process_send_events(call)?;
+        let mut ran = 0;
+        for _ in 0..POLL_BATCH {
+            let (work, more) = self.next_work(call, att)?;
+            if let Work::Run(p) = work {
+                self.run(att, p, call);
+                ran += 1;
+            }
+            if !more {
+                break;
+            }
+        }
+        Ok(ran)
+    }
+
+    /// Takes one event and turns it into work. Returns whether the queue may hold more.
+    fn next_work(&self, call: &'static str, att: &Attached) -> Result<(Work, bool), AmError> {
+        let portals = |source| AmError::Portals { call, source };
+        let mut rs = lock(&att.recv);
+        let ev = match self.am_ni.eq_get(att.am_eq).map_err(portals)? {
+            EqGet::Event(ev) => ev,
+            EqGet::Dropped(_) => self.fatal(
+                "incoming active messages were lost (AM event queue overflow); raise GASNET_AM_EVENT_QUEUE_LENGTH",
+            ),
+            EqGet::Empty => {
+                self.recover_flow_control(&mut rs, att).map_err(portals)?;
+                return Ok((Work::Nothing, false));
+            }
+        };
+        if ev.ni_fail != NiFail::Ok {
+            // Target-side failures are reported to the initiator, which acts on them.
+            return Ok((Work::Nothing, true));
+        }
+        let work = match (ev.kind, ev.pt_index) {
+            (EventKind::Put, AM_PT) => self.take_header(&mut rs, att, &ev),
+            (EventKind::Put, LONG_DATA_PT) => {
+                let key = (source_rank(&ev), ev.hdr_data);
+                match rs.long_halves.remove(&key) {
+                    Some(LongHalf::Header(p)) => Work::Run(p),
+                    Some(LongHalf::Data) => self.fatal(&format!(
+                        "rank {} sent Long data twice for operation {}",
+                        key.0, key.1
+                    )),
+                    None => {
+                        rs.long_halves.insert(key, LongHalf::Data);
+                        Work::Nothing
+                    }
+                }
+            }
+            (EventKind::AutoUnlink, AM_PT) => {
+                let i = ev.user_ptr as usize;
+                if let Some(b) = rs.blocks.get_mut(i) {
+                    b.me = None;
+                }
+                // Every message of the block was copied out when its event was taken (events
+                // come in order, the unlink last), so the block can take new messages now.
+                self.repost(&mut rs, att, i).map_err(portals)?;
+                Work::Nothing
+            }
+            (EventKind::PtDisabled, pt) => {
+                if pt == AM_PT {
+                    rs.disabled[0] = true;
+                } else if pt == LONG_DATA_PT {
+                    rs.disabled[1] = true;
+                }
+                Work::Nothing
+            }
+            _ => Work::Nothing,
+        };
+        Ok((work, true))
+    }
+
+    fn repost(
+        &self,
+        rs: &mut RecvState,
+        _att: &Attached,
+        i: usize,
+    ) -> Result<(), rgasnet_portals::PtlError> {
+        let Some(b) = rs.blocks.get_mut(i) else {
+            return Ok(());
+        };
+        if b.me.is_none() {
+            let me = self
+                .am_ni
+                .me_append(AM_PT, am_block_spec(&b.region), ListKind::Priority, i as u64)?;
+            b.me = Some(me);
+            Counters::bump(&self.stats.blocks_reposted);
+        }
+        Ok(())
+    }
+
+    /// With the event queue drained, re-posts any block still unlinked and re-enables the
+    /// portals that flow control disabled.
+    fn recover_flow_control(
+        &self,
+        rs: &mut RecvState,
+        att: &Attached,
+    ) -> Result<(), rgasnet_portals::PtlError> {
+        if !rs.disabled.iter().any(|d| *d) {
+            return Ok(());
+        }
+        for i in 0..rs.blocks.len() {
+            self.repost(rs, att, i)?;
+        }
+        for (k, pt) in [AM_PT, LONG_DATA_PT].into_iter().enumerate() {
+            if rs.disabled[k] {
+                self.am_ni.pt_enable(pt)?;
+                rs.disabled[k] = false;
+                Counters::bump(&self.stats.recoveries);
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies an AM header's body out of its receive block and decides what runs.
+    fn take_header(&self, rs: &mut RecvState, att: &Attached, ev: &Event) -> Work {
+        let source = source_rank(ev);
+        let header = match MatchBits::from_raw(ev.match_bits).unpack() {
+            Ok(h) if h.msg_type == MsgType::ActiveMessage => h,
+            _ => self.fatal(&format!(
+                "rank {source} sent an AM header with invalid match bits {:#018x}",
+                ev.match_bits
+            )),
+        };
+        let Some(block) = rs.blocks.get(ev.user_ptr as usize) else {
+            self.fatal("an AM arrived in an unknown receive block")
+        };
+        let region = block.region.clone();
+        BODY.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            buf.resize(ev.mlength as usize, 0);
+            if region.read(ev.start as usize, &mut buf).is_err() {
+                self.fatal("an AM event points outside its receive block");
+            }
+            let body = match payload::decode(&header, &buf) {
+                Ok(b) => b,
+                Err(e) => self.fatal(&format!("rank {source} sent a malformed AM: {e}")),
+            };
+            let mut pending = Pending {
+                source,
+                direction: header.direction,
+                protocol: header.protocol,
+                handler: header.handler,
+                args: body.args,
+                argc: body.argc,
+                long: None,
+            };
+            match header.protocol {
+                Protocol::Short | Protocol::Medium => {
+                    // The payload stays in BODY until the handler has run (run() reads it).
+                    Work::Run(pending)
+                }
+                Protocol::LongPacked => {
+                    let offset = body.long_offset.unwrap_or(0);
+                    if att.segment.write(offset as usize, body.payload).is_err() {
+                        self.fatal(&format!(
+                            "rank {source} sent a Long AM of {} bytes at offset {offset}, outside this rank's segment",
+                            body.payload.len()
+                        ));
+                    }
+                    pending.long = Some((offset, body.payload.len() as u64));
+                    Work::Run(pending)
+                }
+                Protocol::Long => {
+                    let offset = body.long_offset.unwrap_or(0);
+                    pending.long = Some((offset, header.payload_len));
+                    let key = (source, ev.hdr_data);
+                    match rs.long_halves.remove(&key) {
+                        Some(LongHalf::Data) => Work::Run(pending),
+                        Some(LongHalf::Header(_)) => self.fatal(&format!(
+                            "rank {source} sent a Long header twice for operation {}",
+                            ev.hdr_data
+                        )),
+                        None => {
+                            rs.long_halves.insert(key, LongHalf::Header(pending));
+                            Work::Nothing
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    /// Runs a handler (outside the receive lock).
+    fn run(&self, att: &Attached, p: Pending, _call: &'static str) {
+        let category = match p.protocol {
+            Protocol::Short => Category::Short,
+            Protocol::Medium => Category::Medium,
+            Protocol::Long | Protocol::LongPacked => Category::Long,
+        };
+        let Some(entry) = att.handlers.get(p.handler) else {
+            self.fatal(&format!(
+                "rank {} sent a {category} {} to handler {}, which is not registered on this rank",
+                p.source,
+                if p.direction == Direction::Request { "request" } else { "reply" },
+                p.handler
+            ))
+        };
+        if entry.category != category {
+            self.fatal(&format!(
+                "rank {} sent a {category} AM to handler {} (`{}`), registered as {}",
+                p.source, p.handler, entry.name, entry.category
+            ));
+        }
+        let func = entry.func.clone();
+        let token = Token {
+            client: self,
+            source: p.source,
+            direction: p.direction,
+            long_offset: p.long.map(|(o, _)| o),
+            handler: p.handler,
+            replied: Default::default(),
+        };
+        let args = &p.args[..p.argc];
+        let _scope = HandlerScope::enter();
+        Counters::bump(&self.stats.handled);
+        match p.protocol {
+            Protocol::Short => func(&token, args, &[]),
+            Protocol::Medium => BODY.with(|buf| {
+                let buf = buf.borrow();
+                let start = args.len() * 4;
+                func(&token, args, buf.get(start..).unwrap_or(&[]))
+            }),
+            Protocol::LongPacked | Protocol::Long => {
+                let (offset, len) = p.long.unwrap_or((0, 0));
+                // The payload is in the segment; hand the handler a view of it.
+                let data = match att.segment.to_vec(offset as usize, len as usize) {
+                    Ok(d) => d,
+                    Err(_) => self.fatal(&format!(
+                        "rank {} sent a Long AM of {len} bytes at offset {offset}, outside this rank's segment",
+                        p.source
+                    )),
+                };
+                func(&token, args, &data)
+            }
+        }
+    }
+}

@@ -1,0 +1,510 @@
+//! Sending active messages: checks, the send buffers, and the acknowledgements that free them
+//! or ask for a resend after the target's flow control refused a message.
+//!
+//! Every AM is copied once into a send slot that a memory descriptor covers and leaves as one
+//! Portals put with a full acknowledgement. The slot stays reserved until the ACK says the
+//! target took the message; an ACK with `NI_PT_DISABLED` means the target's receive resources
+//! ran out, so the same slot is put again after a short backoff (the target drains, re-posts and
+//! re-enables meanwhile). The number of slots bounds the AMs in flight; a sender that finds none
+//! free keeps polling, so two ranks flooding each other cannot deadlock.
+
+use std::cell::RefCell;
+use std::collections::{BinaryHeap, HashMap};
+use std::cmp::Reverse;
+use std::time::{Duration, Instant};
+
+use rgasnet_portals::engine::{EqGet, MdHandle, MdSpec, PutArgs, RemoteAddr};
+use rgasnet_portals::{AckReq, EventKind, MdOptions, NiFail, ProcessId, Region};
+
+use crate::client::{Inner, AM_PT, LONG_DATA_PT, MAX_BODY, MAX_LONG, MAX_MEDIUM};
+use crate::error::AmError;
+use crate::handlers::Category;
+use crate::matchbits::{AmHeader, Direction, MatchBits, MsgType, Protocol, MAX_ARGS};
+use crate::payload;
+use crate::recv::in_handler;
+use crate::stats::Counters;
+
+/// Slots for small AMs (Short, small Medium).
+const SMALL_SLOTS: usize = 1024;
+/// Bytes of a small slot.
+const SMALL_SLOT: usize = 512;
+/// Slots for large AMs (up to a maximal Medium or packed Long).
+const LARGE_SLOTS: usize = 64;
+/// Bytes of a large slot.
+const LARGE_SLOT: usize = MAX_BODY.next_multiple_of(64);
+/// Long-data puts in flight at once.
+const MAX_LONG_DATA: usize = 64;
+
+const TAG_SMALL: u64 = 0;
+const TAG_LARGE: u64 = 1;
+const TAG_ONE_OFF: u64 = 2;
+
+/// First resend delay after a refusal, doubled per further refusal up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_micros(50);
+const MAX_BACKOFF: Duration = Duration::from_millis(5);
+
+struct InFlight {
+    args: PutArgs,
+    attempts: u32,
+    /// A memory descriptor to release when the put completes (Long data, one-off reply).
+    own_md: Option<MdHandle>,
+    dest: u32,
+    /// A Long-data put (counts against [`MAX_LONG_DATA`]).
+    long_data: bool,
+}
+
+/// The send side's bookkeeping.
+pub(crate) struct SendState {
+    small: Region,
+    large: Region,
+    free_small: Vec<u32>,
+    free_large: Vec<u32>,
+    inflight: HashMap<u64, InFlight>,
+    resend: BinaryHeap<Reverse<(Instant, u64)>>,
+    next_one_off: u64,
+    long_data_inflight: usize,
+    next_long_op: u64,
+}
+
+thread_local! {
+    static ENCODE: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(MAX_BODY));
+}
+
+impl SendState {
+    pub(crate) fn new() -> SendState {
+        SendState {
+            small: Region::new(SMALL_SLOTS * SMALL_SLOT),
+            large: Region::new(LARGE_SLOTS * LARGE_SLOT),
+            free_small: (0..SMALL_SLOTS as u32).rev().collect(),
+            free_large: (0..LARGE_SLOTS as u32).rev().collect(),
+            inflight: HashMap::new(),
+            resend: BinaryHeap::new(),
+            next_one_off: 0,
+            long_data_inflight: 0,
+            next_long_op: 1,
+        }
+    }
+
+    pub(crate) fn small_region(&self) -> &Region {
+        &self.small
+    }
+
+    pub(crate) fn large_region(&self) -> &Region {
+        &self.large
+    }
+
+    /// Operations still waiting for their acknowledgement.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.inflight.len()
+    }
+}
+
+fn tag(kind: u64, index: u64) -> u64 {
+    (kind << 56) | index
+}
+
+fn backoff(attempts: u32) -> Duration {
+    FIRST_BACKOFF
+        .saturating_mul(1u32 << attempts.min(10))
+        .min(MAX_BACKOFF)
+}
+
+impl Inner {
+    /// Checks an AM call and sends it (`call` names the API call in errors).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn send_am(
+        &self,
+        call: &'static str,
+        dest: u32,
+        direction: Direction,
+        category: Category,
+        handler: u8,
+        args: &[u32],
+        payload: &[u8],
+        long_offset: Option<u64>,
+    ) -> Result<(), AmError> {
+        let att = self.attached(call)?;
+        if direction == Direction::Request && in_handler() {
+            return Err(AmError::InHandler { call });
+        }
+        if dest >= self.size {
+            return Err(AmError::BadRank {
+                call,
+                rank: dest,
+                size: self.size,
+            });
+        }
+        if args.len() > MAX_ARGS {
+            return Err(AmError::TooManyArgs {
+                call,
+                given: args.len(),
+            });
+        }
+        let entry = att
+            .handlers
+            .get(handler)
+            .ok_or(AmError::UnregisteredHandler { call, handler })?;
+        if entry.category != category {
+            return Err(AmError::WrongCategory {
+                call,
+                handler,
+                name: entry.name.clone(),
+                registered: entry.category,
+                called: category,
+            });
+        }
+        if let Some(n) = entry.argc {
+            if usize::from(n) != args.len() {
+                return Err(AmError::WrongArgCount {
+                    call,
+                    handler,
+                    name: entry.name.clone(),
+                    expected: n,
+                    given: args.len(),
+                });
+            }
+        }
+        let max = match category {
+            Category::Short => 0,
+            Category::Medium => MAX_MEDIUM,
+            Category::Long => MAX_LONG,
+        };
+        if payload.len() > max {
+            return Err(AmError::PayloadTooLarge {
+                call,
+                len: payload.len(),
+                max,
+            });
+        }
+        let protocol = match category {
+            Category::Short => Protocol::Short,
+            Category::Medium => Protocol::Medium,
+            Category::Long => {
+                let offset = long_offset.unwrap_or(0);
+                let segment = att.segment_sizes[dest as usize];
+                let len = payload.len() as u64;
+                if offset.checked_add(len).is_none_or(|end| end > segment) {
+                    return Err(AmError::OutsideSegment {
+                        call,
+                        rank: dest,
+                        offset,
+                        len,
+                        segment,
+                    });
+                }
+                if payload::prefix_len(Protocol::LongPacked, args.len()) + payload.len() <= MAX_BODY
+                {
+                    Protocol::LongPacked
+                } else {
+                    Protocol::Long
+                }
+            }
+        };
+        let header = AmHeader {
+            msg_type: MsgType::ActiveMessage,
+            direction,
+            protocol,
+            argc: args.len() as u8,
+            handler,
+            payload_len: payload.len() as u64,
+        };
+        let bits = MatchBits::pack(&header).map_err(|_| AmError::TooManyArgs {
+            call,
+            given: args.len(),
+        })?;
+        let mut hdr_data = 0;
+        if protocol == Protocol::Long {
+            hdr_data = self.send_long_data(call, dest, payload, long_offset.unwrap_or(0))?;
+        }
+        ENCODE.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            payload::encode(&mut buf, protocol, args, long_offset, payload);
+            self.send_body(call, dest, bits.raw(), hdr_data, &buf)
+        })
+    }
+
+    /// Puts the Long payload straight into the target segment; returns the operation number
+    /// that pairs it with its header at the target.
+    fn send_long_data(
+        &self,
+        call: &'static str,
+        dest: u32,
+        payload: &[u8],
+        offset: u64,
+    ) -> Result<u64, AmError> {
+        let att = self.attached(call)?;
+        // Bound Long data in flight; wait (polling) for room.
+        let op = loop {
+            {
+                let mut s = lock(&att.send);
+                if s.long_data_inflight < MAX_LONG_DATA {
+                    s.long_data_inflight += 1;
+                    let op = s.next_long_op;
+                    s.next_long_op += 1;
+                    break op;
+                }
+            }
+            self.wait_for_send_resources(call)?;
+        };
+        let region = Region::from_bytes(payload);
+        let md = self
+            .am_ni
+            .md_bind(MdSpec {
+                region,
+                offset: 0,
+                length: payload.len() as u64,
+                options: MdOptions::EVENT_SEND_DISABLE,
+                eq: Some(att.send_eq),
+                ct: None,
+            })
+            .map_err(|source| AmError::Portals { call, source })?;
+        let bits = MatchBits::long_data(payload.len() as u64).map_err(|_| {
+            AmError::PayloadTooLarge {
+                call,
+                len: payload.len(),
+                max: MAX_LONG,
+            }
+        })?;
+        let user_ptr = {
+            let mut s = lock(&att.send);
+            s.next_one_off += 1;
+            tag(TAG_ONE_OFF, s.next_one_off)
+        };
+        let args = PutArgs {
+            md,
+            local_offset: 0,
+            length: payload.len() as u64,
+            ack_req: AckReq::Ack,
+            remote: RemoteAddr {
+                target: ProcessId::Rank(dest),
+                pt_index: LONG_DATA_PT,
+                match_bits: bits.raw(),
+                remote_offset: offset,
+            },
+            user_ptr,
+            hdr_data: op,
+        };
+        self.issue(call, att, user_ptr, args, Some(md), dest, true)?;
+        Ok(op)
+    }
+
+    /// Copies `body` into a send slot and puts it to `dest`'s AM portal.
+    fn send_body(
+        &self,
+        call: &'static str,
+        dest: u32,
+        match_bits: u64,
+        hdr_data: u64,
+        body: &[u8],
+    ) -> Result<(), AmError> {
+        let att = self.attached(call)?;
+        let small = body.len() <= SMALL_SLOT;
+        let (md, region, offset, user_ptr, own_md) = loop {
+            {
+                let mut s = lock(&att.send);
+                let slot = if small {
+                    s.free_small.pop().map(|i| (TAG_SMALL, i))
+                } else {
+                    None
+                }
+                .or_else(|| s.free_large.pop().map(|i| (TAG_LARGE, i)));
+                if let Some((kind, i)) = slot {
+                    let (md, region, size) = if kind == TAG_SMALL {
+                        (att.send_small_md, s.small.clone(), SMALL_SLOT)
+                    } else {
+                        (att.send_large_md, s.large.clone(), LARGE_SLOT)
+                    };
+                    break (
+                        md,
+                        region,
+                        i as u64 * size as u64,
+                        tag(kind, u64::from(i)),
+                        None,
+                    );
+                }
+                if in_handler() {
+                    // A reply from inside a handler cannot wait (it may not poll): give it a
+                    // buffer of its own.
+                    s.next_one_off += 1;
+                    let user_ptr = tag(TAG_ONE_OFF, s.next_one_off);
+                    drop(s);
+                    let region = Region::new(body.len());
+                    let md = self
+                        .am_ni
+                        .md_bind(MdSpec {
+                            region: region.clone(),
+                            offset: 0,
+                            length: body.len() as u64,
+                            options: MdOptions::EVENT_SEND_DISABLE,
+                            eq: Some(att.send_eq),
+                            ct: None,
+                        })
+                        .map_err(|source| AmError::Portals { call, source })?;
+                    break (md, region, 0, user_ptr, Some(md));
+                }
+            }
+            self.wait_for_send_resources(call)?;
+        };
+        // The slot is ours until its ACK: the region write cannot fail (slot inside region).
+        if region.write(offset as usize, body).is_err() {
+            self.fatal("send slot outside its buffer");
+        }
+        let args = PutArgs {
+            md,
+            local_offset: offset,
+            length: body.len() as u64,
+            ack_req: AckReq::Ack,
+            remote: RemoteAddr {
+                target: ProcessId::Rank(dest),
+                pt_index: AM_PT,
+                match_bits,
+                remote_offset: 0,
+            },
+            user_ptr,
+            hdr_data,
+        };
+        self.issue(call, att, user_ptr, args, own_md, dest, false)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn issue(
+        &self,
+        call: &'static str,
+        att: &crate::client::Attached,
+        user_ptr: u64,
+        args: PutArgs,
+        own_md: Option<MdHandle>,
+        dest: u32,
+        long_data: bool,
+    ) -> Result<(), AmError> {
+        lock(&att.send).inflight.insert(
+            user_ptr,
+            InFlight {
+                args,
+                attempts: 0,
+                own_md,
+                dest,
+                long_data,
+            },
+        );
+        if let Err(source) = self.am_ni.put(&args) {
+            let mut s = lock(&att.send);
+            s.inflight.remove(&user_ptr);
+            release_slot(&mut s, user_ptr);
+            if long_data {
+                s.long_data_inflight = s.long_data_inflight.saturating_sub(1);
+            }
+            return Err(AmError::Portals { call, source });
+        }
+        Counters::bump(&self.stats.sent);
+        Ok(())
+    }
+
+    /// Waits for a send slot to free up: processes acknowledgements and resends, and polls
+    /// incoming AMs so that a peer waiting on us can proceed.
+    fn wait_for_send_resources(&self, call: &'static str) -> Result<(), AmError> {
+        if in_handler() {
+            return Err(AmError::InHandler { call });
+        }
+        self.poll_internal(call)?;
+        Ok(())
+    }
+
+    /// Takes every acknowledgement waiting on the send EQ and resends what is due.
+    pub(crate) fn process_send_events(&self, call: &'static str) -> Result<(), AmError> {
+        let att = self.attached(call)?;
+        loop {
+            let got = self
+                .am_ni
+                .eq_get(att.send_eq)
+                .map_err(|source| AmError::Portals { call, source })?;
+            let ev = match got {
+                EqGet::Empty => break,
+                EqGet::Event(ev) => ev,
+                EqGet::Dropped(_) => self.fatal(
+                    "acknowledgements were lost (send event queue overflow); raise GASNET_AM_EVENT_QUEUE_LENGTH",
+                ),
+            };
+            if ev.kind != EventKind::Ack {
+                continue;
+            }
+            let mut s = lock(&att.send);
+            let Some(fl) = s.inflight.get_mut(&ev.user_ptr) else {
+                continue;
+            };
+            match ev.ni_fail {
+                NiFail::Ok => {
+                    let fl = s.inflight.remove(&ev.user_ptr);
+                    release_slot(&mut s, ev.user_ptr);
+                    if fl.as_ref().is_some_and(|f| f.long_data) {
+                        s.long_data_inflight = s.long_data_inflight.saturating_sub(1);
+                    }
+                    if let Some(md) = fl.and_then(|f| f.own_md) {
+                        drop(s);
+                        // Released after its only operation completed: cannot be in use.
+                        let _ = self.am_ni.md_release(md);
+                    }
+                }
+                NiFail::PtDisabled => {
+                    fl.attempts += 1;
+                    let at = Instant::now() + backoff(fl.attempts);
+                    s.resend.push(Reverse((at, ev.user_ptr)));
+                }
+                NiFail::Undeliverable => {
+                    let dest = fl.dest;
+                    drop(s);
+                    self.fatal(&format!(
+                        "rank {dest} is unreachable: no answer within RGASNET_PEER_TIMEOUT ({} s); it has probably died",
+                        self.config.peer_timeout_secs
+                    ))
+                }
+                other => {
+                    let dest = fl.dest;
+                    drop(s);
+                    self.fatal(&format!(
+                        "rank {dest} refused an active message with {other:?} (pt {}, {} bytes)",
+                        ev.pt_index, ev.rlength
+                    ))
+                }
+            }
+        }
+        // Resends that are due.
+        let now = Instant::now();
+        loop {
+            let args = {
+                let mut s = lock(&att.send);
+                match s.resend.peek() {
+                    Some(Reverse((at, _))) if *at <= now => {}
+                    _ => break,
+                }
+                let Some(Reverse((_, user_ptr))) = s.resend.pop() else {
+                    break;
+                };
+                match s.inflight.get(&user_ptr) {
+                    Some(fl) => fl.args,
+                    None => continue,
+                }
+            };
+            Counters::bump(&self.stats.resends);
+            self.am_ni
+                .put(&args)
+                .map_err(|source| AmError::Portals { call, source })?;
+        }
+        Ok(())
+    }
+}
+
+fn release_slot(s: &mut SendState, user_ptr: u64) {
+    let index = (user_ptr & ((1 << 56) - 1)) as u32;
+    match user_ptr >> 56 {
+        TAG_SMALL => s.free_small.push(index),
+        TAG_LARGE => s.free_large.push(index),
+        _ => {}
+    }
+}
+
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A handler that panicked while the lock was held leaves consistent bookkeeping behind
+    // (every update is a single step), so keep going rather than poison the client.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

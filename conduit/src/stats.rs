@@ -1,0 +1,44 @@
+//! Counters of the AM layer, readable by applications and tests.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Live counters (relaxed atomics: they are statistics, never used for synchronisation).
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) sent: AtomicU64,
+    pub(crate) handled: AtomicU64,
+    pub(crate) resends: AtomicU64,
+    pub(crate) recoveries: AtomicU64,
+    pub(crate) blocks_reposted: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn bump(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> AmStats {
+        AmStats {
+            sent: self.sent.load(Ordering::Relaxed),
+            handled: self.handled.load(Ordering::Relaxed),
+            resends: self.resends.load(Ordering::Relaxed),
+            flow_control_recoveries: self.recoveries.load(Ordering::Relaxed),
+            blocks_reposted: self.blocks_reposted.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A snapshot of the AM layer's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AmStats {
+    /// AM and Long-data puts issued (first attempts).
+    pub sent: u64,
+    /// Handlers run on this rank.
+    pub handled: u64,
+    /// Puts sent again after the target refused them (flow control).
+    pub resends: u64,
+    /// Times this rank's AM portal was disabled by flow control and re-enabled.
+    pub flow_control_recoveries: u64,
+    /// AM receive blocks re-posted after they filled up.
+    pub blocks_reposted: u64,
+}
