@@ -175,7 +175,7 @@ impl<T> Slab<T> {
     pub fn remove(&mut self, call: &'static str, h: Handle<T>) -> Result<T, PtlError> {
         let i = self.slot_of(h).ok_or_else(|| self.invalid(call))?;
         let slot = &mut self.slots[i];
-        let value = slot.value.take().ok_or_else(|| PtlError::InvalidHandle {
+        let value = slot.value.take().ok_or(PtlError::InvalidHandle {
             call,
             kind: self.kind,
         })?;
