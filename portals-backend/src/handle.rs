@@ -55,7 +55,10 @@ impl<T> std::fmt::Debug for Handle<T> {
         write!(
             f,
             "Handle<{}>({}:{}#{})",
-            std::any::type_name::<T>().rsplit("::").next().unwrap_or("?"),
+            std::any::type_name::<T>()
+                .rsplit("::")
+                .next()
+                .unwrap_or("?"),
             self.owner,
             self.index,
             self.generation
@@ -152,7 +155,10 @@ impl<T> Slab<T> {
     /// The object behind `h`.
     pub fn get(&self, call: &'static str, h: Handle<T>) -> Result<&T, PtlError> {
         match self.slot_of(h) {
-            Some(i) => self.slots[i].value.as_ref().ok_or_else(|| self.invalid(call)),
+            Some(i) => self.slots[i]
+                .value
+                .as_ref()
+                .ok_or_else(|| self.invalid(call)),
             None => Err(self.invalid(call)),
         }
     }

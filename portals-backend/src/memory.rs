@@ -17,7 +17,9 @@ use std::sync::Arc;
 
 /// An access outside a region's bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("region access of {len} bytes at offset {offset} is outside the region of {region_len} bytes")]
+#[error(
+    "region access of {len} bytes at offset {offset} is outside the region of {region_len} bytes"
+)]
 pub struct OutOfBounds {
     /// First byte of the access.
     pub offset: u64,
