@@ -1,1 +1,332 @@
-//! Placeholder: filled by the engine issue.
+//! The Portals 4 semantics engine of one physical interface, sans-IO.
+//!
+//! An [`Engine`] hosts up to four NIs (one per [`NiKind`]) and everything that hangs off them:
+//! portal table entries, match/list entries, memory descriptors, event queues and counting
+//! events. It has no notion of time or sockets: API calls and incoming messages
+//! ([`Engine::handle_message`]) go in, outgoing messages ([`Engine::poll_outgoing`]) and events
+//! (in EQs and CTs) come out. The transport below delivers messages reliably, exactly once and
+//! in order per pair of interfaces; the driver above owns the engine behind a mutex and drains
+//! `poll_outgoing` after every call.
+//!
+//! Being single-threaded behind that mutex is what makes atomics atomic and what lets
+//! `me_unlink`/`md_release` ignore "operation being processed" races: a target operation runs
+//! to completion inside one `handle_message` call, so an entry is never half-used when the
+//! application unlinks it. `md_release` still returns `IN_USE` while an acknowledged or replied
+//! operation on the MD waits for its response, because the response will report on the MD.
+//!
+//! Module map: [`objects`] (state and argument types), `resources` (PT/EQ/CT/MD/ME/LE calls),
+//! `initiator` (put/get/atomics, responses, peer failure), `target` (matching and deposits),
+//! `atomic` (arithmetic), `events` (posting events and counting).
+
+mod atomic;
+mod events;
+mod initiator;
+pub mod objects;
+mod resources;
+mod target;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::VecDeque;
+
+use hashbrown::{HashMap, HashSet};
+
+use crate::error::{PtlError, PtlResult};
+use crate::handle::Slab;
+use crate::proto::{self, Message};
+use crate::types::{
+    Addressing, Matching, NiKind, NiLimits, PhysId, ProcessId, Rank, SrIndex, Uid, RANK_ANY,
+};
+
+pub use objects::{
+    AtomicArgs, CtHandle, EngineStats, EqGet, EqHandle, FetchArgs, GetArgs, LeHandle, LeSpec,
+    MdHandle, MdSpec, MeHandle, MeSpec, NiHandle, PutArgs, RemoteAddr,
+};
+use objects::{CtState, EntryState, EqState, MdState, NiState, SR_DROP, SR_OP, SR_PERM};
+
+use initiator::PendingOp;
+
+/// The largest limits an NI can be granted; `ni_init` clamps desired limits to these.
+pub fn max_limits() -> NiLimits {
+    NiLimits {
+        max_pt_index: 255,
+        max_eqs: 1 << 12,
+        max_msg_size: proto::MAX_PAYLOAD,
+        ..NiLimits::default()
+    }
+}
+
+/// Largest event queue `eq_alloc` accepts: bounds the memory one EQ can take.
+pub const MAX_EQ_COUNT: usize = 1 << 22;
+
+/// Per-kind slab limit: per-NI limits are enforced by the NI's own counters, the slabs only
+/// need room for four NIs' worth.
+fn slab_limit(per_ni: u32) -> usize {
+    4 * per_ni as usize
+}
+
+/// The Portals semantics of one physical interface. See the module docs.
+pub struct Engine {
+    local: PhysId,
+    uid: Uid,
+    nis: Slab<NiState>,
+    by_kind: [Option<NiHandle>; 4],
+    eqs: Slab<EqState>,
+    cts: Slab<CtState>,
+    mds: Slab<MdState>,
+    entries: Slab<EntryState>,
+    /// Operations waiting for an ack or reply, by operation id.
+    pending: HashMap<u64, PendingOp>,
+    /// The same operations by target interface, so a failed peer fails exactly its operations.
+    by_peer: HashMap<PhysId, HashSet<u64>>,
+    next_op_id: u64,
+    outgoing: VecDeque<(PhysId, Vec<u8>)>,
+    stats: EngineStats,
+}
+
+fn kind_name(kind: NiKind) -> &'static str {
+    match (kind.matching, kind.addressing) {
+        (Matching::Matching, Addressing::Logical) => "matching-logical",
+        (Matching::NoMatching, Addressing::Logical) => "non-matching-logical",
+        (Matching::Matching, Addressing::Physical) => "matching-physical",
+        (Matching::NoMatching, Addressing::Physical) => "non-matching-physical",
+    }
+}
+
+fn negotiate(desired: Option<NiLimits>) -> NiLimits {
+    let cap = max_limits();
+    let Some(d) = desired else {
+        return NiLimits::default();
+    };
+    NiLimits {
+        max_entries: d.max_entries.min(cap.max_entries),
+        max_unexpected_headers: d.max_unexpected_headers.min(cap.max_unexpected_headers),
+        max_mds: d.max_mds.min(cap.max_mds),
+        max_cts: d.max_cts.min(cap.max_cts),
+        max_eqs: d.max_eqs.min(cap.max_eqs),
+        max_pt_index: d.max_pt_index.min(cap.max_pt_index),
+        max_iovecs: 0,
+        max_list_size: d.max_list_size.min(cap.max_list_size),
+        max_triggered_ops: 0,
+        max_msg_size: d.max_msg_size.min(cap.max_msg_size),
+        max_atomic_size: d.max_atomic_size.min(cap.max_atomic_size),
+        max_fetch_atomic_size: d.max_fetch_atomic_size.min(cap.max_fetch_atomic_size),
+        max_waw_ordered_size: d.max_waw_ordered_size.min(cap.max_waw_ordered_size),
+        max_war_ordered_size: d.max_war_ordered_size.min(cap.max_war_ordered_size),
+        max_volatile_size: d.max_volatile_size.min(cap.max_volatile_size),
+    }
+}
+
+impl Engine {
+    /// An engine for the interface `local`, whose processes act as `uid`. `interface_id` is
+    /// stamped into every handle so that handles of another engine are refused.
+    pub fn new(local: PhysId, uid: Uid, interface_id: u32) -> Self {
+        let cap = max_limits();
+        Engine {
+            local,
+            uid,
+            nis: Slab::new(interface_id, "NI", 4),
+            by_kind: [None; 4],
+            eqs: Slab::new(interface_id, "EQ", slab_limit(cap.max_eqs)),
+            cts: Slab::new(interface_id, "CT", slab_limit(cap.max_cts)),
+            mds: Slab::new(interface_id, "MD", slab_limit(cap.max_mds)),
+            entries: Slab::new(interface_id, "ME/LE", slab_limit(cap.max_entries)),
+            pending: HashMap::new(),
+            by_peer: HashMap::new(),
+            next_op_id: 1,
+            outgoing: VecDeque::new(),
+            stats: EngineStats::default(),
+        }
+    }
+
+    /// Opens the NI of `kind` with `desired` limits (defaults when `None`, each clamped to
+    /// [`max_limits`]); returns its handle and the limits actually granted.
+    pub fn ni_init(
+        &mut self,
+        kind: NiKind,
+        desired: Option<NiLimits>,
+    ) -> PtlResult<(NiHandle, NiLimits)> {
+        let k = kind.index() as usize;
+        if self.by_kind[k].is_some() {
+            return Err(PtlError::NiKindInUse(kind_name(kind)));
+        }
+        let limits = negotiate(desired);
+        let pts = (0..=limits.max_pt_index).map(|_| None).collect();
+        let ni = self.nis.insert(
+            "ni_init",
+            NiState {
+                kind,
+                limits,
+                map: None,
+                my_rank: None,
+                pts,
+                status: [0; 3],
+                n_entries: 0,
+                n_mds: 0,
+                n_cts: 0,
+                n_eqs: 0,
+            },
+        )?;
+        self.by_kind[k] = Some(ni);
+        Ok((ni, limits))
+    }
+
+    /// Closes an NI and releases everything attached to it (entries, MDs, EQs, CTs, pending
+    /// operations — those complete silently: their MDs and EQs are gone too). Its handles and
+    /// those of its objects become stale.
+    pub fn ni_fini(&mut self, ni: NiHandle) -> PtlResult<()> {
+        let state = self.nis.remove("ni_fini", ni)?;
+        self.by_kind[state.kind.index() as usize] = None;
+        let ops: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, op)| op.ni == ni)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ops {
+            if let Some(op) = self.pending.remove(&id) {
+                self.unindex_peer(op.peer, id);
+            }
+        }
+        macro_rules! purge {
+            ($slab:expr) => {{
+                let dead: Vec<_> = $slab
+                    .iter()
+                    .filter(|(_, o)| o.ni == ni)
+                    .map(|(h, _)| h)
+                    .collect();
+                for h in dead {
+                    let _ = $slab.remove("ni_fini", h);
+                }
+            }};
+        }
+        purge!(self.entries);
+        purge!(self.mds);
+        purge!(self.eqs);
+        purge!(self.cts);
+        Ok(())
+    }
+
+    /// Sets the rank map of a logical NI: rank `r` is `map[r]`. This interface's own rank is
+    /// the position of its physical id in the map (if present).
+    pub fn set_map(&mut self, ni: NiHandle, map: &[PhysId]) -> PtlResult<()> {
+        let local = self.local;
+        let state = self.nis.get_mut("set_map", ni)?;
+        if state.kind.addressing != Addressing::Logical {
+            return Err(PtlError::arg("set_map", "the NI uses physical addressing"));
+        }
+        if map.is_empty() || map.len() >= RANK_ANY as usize {
+            return Err(PtlError::arg(
+                "set_map",
+                format!("a map needs 1..{} entries, got {}", RANK_ANY, map.len()),
+            ));
+        }
+        state.my_rank = map.iter().position(|p| *p == local).map(|r| r as Rank);
+        state.map = Some(map.to_vec());
+        Ok(())
+    }
+
+    /// The rank map of a logical NI.
+    pub fn get_map(&self, ni: NiHandle) -> PtlResult<&[PhysId]> {
+        let state = self.nis.get("get_map", ni)?;
+        state
+            .map
+            .as_deref()
+            .ok_or_else(|| PtlError::arg("get_map", "no rank map has been set"))
+    }
+
+    /// This process's id on `ni`: its rank on a logical NI, its physical id otherwise.
+    pub fn get_id(&self, ni: NiHandle) -> PtlResult<ProcessId> {
+        let state = self.nis.get("get_id", ni)?;
+        match state.kind.addressing {
+            Addressing::Physical => Ok(ProcessId::Phys(self.local)),
+            Addressing::Logical => match (&state.map, state.my_rank) {
+                (None, _) => Err(PtlError::arg("get_id", "no rank map has been set")),
+                (Some(_), None) => Err(PtlError::Fail {
+                    call: "get_id",
+                    reason: format!("this interface ({}) is not in the rank map", self.local),
+                }),
+                (Some(_), Some(r)) => Ok(ProcessId::Rank(r)),
+            },
+        }
+    }
+
+    /// This interface's physical id.
+    pub fn get_phys_id(&self, ni: NiHandle) -> PtlResult<PhysId> {
+        self.nis.get("get_phys_id", ni)?;
+        Ok(self.local)
+    }
+
+    /// The user id operations of this process carry.
+    pub fn get_uid(&self, ni: NiHandle) -> PtlResult<Uid> {
+        self.nis.get("get_uid", ni)?;
+        Ok(self.uid)
+    }
+
+    /// The limits granted to `ni`.
+    pub fn ni_limits(&self, ni: NiHandle) -> PtlResult<NiLimits> {
+        Ok(self.nis.get("ni_limits", ni)?.limits)
+    }
+
+    /// A status register of `ni` (`PtlNIStatus`).
+    pub fn ni_status(&self, ni: NiHandle, sr: SrIndex) -> PtlResult<u64> {
+        let state = self.nis.get("ni_status", ni)?;
+        Ok(state.status[match sr {
+            SrIndex::DropCount => SR_DROP,
+            SrIndex::PermissionViolations => SR_PERM,
+            SrIndex::OperationViolations => SR_OP,
+        }])
+    }
+
+    /// The next message to hand to the transport: destination interface and bytes.
+    pub fn poll_outgoing(&mut self) -> Option<(PhysId, Vec<u8>)> {
+        self.outgoing.pop_front()
+    }
+
+    /// Processes a message from interface `from`. A message that does not decode is counted
+    /// ([`EngineStats::malformed`]) and ignored; nothing a peer sends can make this panic.
+    pub fn handle_message(&mut self, from: PhysId, message: &[u8]) {
+        match proto::decode(message) {
+            Ok(Message::Request(req)) => {
+                self.stats.requests += 1;
+                self.handle_request(from, &req);
+            }
+            Ok(Message::Response(resp)) => {
+                self.stats.responses += 1;
+                self.handle_response(from, &resp);
+            }
+            Err(e) => {
+                self.stats.malformed += 1;
+                tracing::debug!(%from, error = %e, "dropping malformed Portals message");
+            }
+        }
+    }
+
+    /// Diagnostic counters.
+    pub fn stats(&self) -> &EngineStats {
+        &self.stats
+    }
+
+    /// Number of operations waiting for an ack or reply.
+    pub fn pending_ops(&self) -> usize {
+        self.pending.len()
+    }
+
+    fn ni(&self, call: &'static str, ni: NiHandle) -> PtlResult<&NiState> {
+        self.nis.get(call, ni)
+    }
+
+    fn ni_mut(&mut self, call: &'static str, ni: NiHandle) -> PtlResult<&mut NiState> {
+        self.nis.get_mut(call, ni)
+    }
+
+    fn unindex_peer(&mut self, peer: PhysId, id: u64) {
+        if let Some(set) = self.by_peer.get_mut(&peer) {
+            set.remove(&id);
+            if set.is_empty() {
+                self.by_peer.remove(&peer);
+            }
+        }
+    }
+}
