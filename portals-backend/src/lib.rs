@@ -23,7 +23,7 @@
 pub mod engine;
 pub mod error;
 pub mod handle;
-pub mod interface;
+// pub mod interface; (enabled when the transport lands)
 pub mod memory;
 pub mod proto;
 pub mod sim;

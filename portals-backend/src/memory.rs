@@ -37,8 +37,24 @@ pub struct Region {
 }
 
 struct RegionInner {
-    words: Box<[AtomicU64]>,
+    memory: Box<dyn Memory>,
     len: usize,
+}
+
+/// Storage behind a [`Region`]: a run of 64-bit atomic words. The heap (the default) is one;
+/// a shared-memory mapping that processes of one host cross-map (crate `rgasnet-pshm`) is
+/// another, so that the engine deposits straight into memory a node peer can read.
+pub trait Memory: Send + Sync {
+    /// The words. Must return the same slice (same address and length) on every call.
+    fn words(&self) -> &[AtomicU64];
+}
+
+struct HeapMemory(Box<[AtomicU64]>);
+
+impl Memory for HeapMemory {
+    fn words(&self) -> &[AtomicU64] {
+        &self.0
+    }
 }
 
 impl std::fmt::Debug for Region {
@@ -61,8 +77,22 @@ impl Region {
         let words = len.div_ceil(8);
         let words: Box<[AtomicU64]> = (0..words).map(|_| AtomicU64::new(0)).collect();
         Region {
-            inner: Arc::new(RegionInner { words, len }),
+            inner: Arc::new(RegionInner {
+                memory: Box::new(HeapMemory(words)),
+                len,
+            }),
         }
+    }
+
+    /// A region of `len` bytes over `memory` (which must hold at least `len.div_ceil(8)`
+    /// words; `None` otherwise).
+    pub fn with_memory(memory: Box<dyn Memory>, len: usize) -> Option<Self> {
+        if memory.words().len() < len.div_ceil(8) {
+            return None;
+        }
+        Some(Region {
+            inner: Arc::new(RegionInner { memory, len }),
+        })
     }
 
     /// A new region holding a copy of `bytes`.
@@ -104,7 +134,7 @@ impl Region {
     /// Copies `dst.len()` bytes starting at `offset` into `dst`.
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), OutOfBounds> {
         self.check(offset as u64, dst.len() as u64)?;
-        let words = &self.inner.words;
+        let words = self.inner.memory.words();
         let mut pos = offset;
         let mut out = 0;
         // Leading partial word.
@@ -135,7 +165,7 @@ impl Region {
     /// preserved even under concurrent writes to them (merged with a compare-and-swap loop).
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), OutOfBounds> {
         self.check(offset as u64, src.len() as u64)?;
-        let words = &self.inner.words;
+        let words = self.inner.memory.words();
         let mut pos = offset;
         let mut inp = 0;
         // Leading partial word.
