@@ -370,3 +370,13 @@ impl Inner {
         self.boot.abort(1)
     }
 }
+
+impl Client {
+    /// Active messages sent by this rank whose acknowledgement has not arrived yet.
+    pub fn in_flight(&self) -> usize {
+        self.inner
+            .attached
+            .get()
+            .map_or(0, |a| crate::send::lock(&a.send).in_flight())
+    }
+}

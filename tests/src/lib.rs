@@ -2,5 +2,120 @@
 //!
 //! The tests in this crate start real jobs through `rgasnetrun` (2–4 ranks, loopback only,
 //! each bounded by a timeout) and check every path: shared memory, the native Portals engine
-//! over UDP, and mixed (`DESIGN.md` §10).
+//! over UDP, and mixed (`DESIGN.md` §10). The programs the jobs run are this crate's binaries
+//! (`src/bin/`); each checks its results itself and exits non-zero with a message naming what
+//! went wrong.
 #![forbid(unsafe_code)]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// What a finished job printed and how it ended.
+#[derive(Debug)]
+pub struct JobOutput {
+    /// Exit status of `rgasnetrun`.
+    pub status: ExitStatus,
+    /// Everything the ranks and the launcher printed on standard output.
+    pub stdout: String,
+    /// Everything printed on standard error.
+    pub stderr: String,
+    /// Wall time of the job.
+    pub elapsed: Duration,
+}
+
+impl JobOutput {
+    /// Panics with the job's output unless it exited 0.
+    pub fn assert_success(&self) {
+        assert!(
+            self.status.success(),
+            "job failed with {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.status,
+            self.stdout,
+            self.stderr
+        );
+    }
+}
+
+/// The directory holding this build's binaries (`target/<profile>`).
+fn bin_dir() -> PathBuf {
+    // Test executables live in target/<profile>/deps/.
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe.parent().expect("deps dir");
+    if deps.ends_with("deps") {
+        deps.parent().expect("profile dir").to_path_buf()
+    } else {
+        deps.to_path_buf()
+    }
+}
+
+/// The `rgasnetrun` binary of this build, building it first if this test run did not.
+pub fn rgasnetrun() -> PathBuf {
+    let dir = bin_dir();
+    let path = dir.join("rgasnetrun");
+    if !path.exists() {
+        let release = dir.ends_with("release");
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "-q", "-p", "rgasnet-launcher", "--bin", "rgasnetrun"]);
+        if release {
+            cmd.arg("--release");
+        }
+        let st = cmd.status().expect("run cargo build for rgasnetrun");
+        assert!(st.success(), "building rgasnetrun failed");
+    }
+    path
+}
+
+/// Runs `rgasnetrun -n ranks program args…` with extra environment, killing it and failing
+/// if it does not finish within `timeout`.
+pub fn run_job(
+    ranks: u32,
+    program: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    timeout: Duration,
+) -> JobOutput {
+    let mut cmd = Command::new(rgasnetrun());
+    cmd.arg("-n").arg(ranks.to_string()).arg("--").arg(program);
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd.spawn().expect("spawn rgasnetrun");
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let out_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stdout = out_t.join().unwrap_or_default();
+            let stderr = err_t.join().unwrap_or_default();
+            panic!(
+                "job timed out after {timeout:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    JobOutput {
+        status,
+        stdout: out_t.join().unwrap_or_default(),
+        stderr: err_t.join().unwrap_or_default(),
+        elapsed: start.elapsed(),
+    }
+}

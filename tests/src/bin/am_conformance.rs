@@ -1,0 +1,552 @@
+//! Conformance program for the core AM layer, run by `tests/tests/am.rs` under `rgasnetrun`.
+//!
+//! `am_conformance MODE`: every mode checks its own results (values, payload bytes, counts,
+//! error variants) and exits non-zero with a message naming the first mismatch.
+//! Modes: `basic`, `flood`, `reqrep-flood`, `threads`, `errors`, `unregistered`, `exit`.
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rgasnet::{AmError, Category, Client, Handler, Token, MAX_LONG, MAX_MEDIUM};
+
+const SHORT_REQ: u8 = 128;
+const SHORT_REP: u8 = 129;
+const MED_REQ: u8 = 130;
+const MED_REP: u8 = 131;
+const LONG_REQ: u8 = 132;
+const LONG_REP: u8 = 133;
+const FLOOD: u8 = 134;
+const FIXED_ARGC: u8 = 135;
+const PROBE: u8 = 136;
+const PROBE_REP: u8 = 137;
+const DONE: u8 = 138;
+const MAYBE_MISSING: u8 = 200;
+
+/// Bytes per (peer, direction) area of the segment in `basic`.
+const LONG_SIZES: [usize; 5] = [0, 1, 8192, 65_536, MAX_LONG];
+const ARG_AREA: u64 = 17 * 256;
+const SLICE: u64 = ARG_AREA + (8192 + 65_536 + 4096 + MAX_LONG as u64);
+
+fn arg_value(src: u32, argc: usize, i: usize) -> u32 {
+    (src << 24) ^ ((argc as u32) << 16) ^ (i as u32).wrapping_mul(0x9e37) ^ 0x5a5a
+}
+
+fn pattern(src: u32, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|j| (j as u32).wrapping_mul(131).wrapping_add(src * 7 + len as u32) as u8)
+        .collect()
+}
+
+/// Offset in `owner`'s segment where `peer`'s requests (or replies) land.
+fn area(peer: u32, reply: bool) -> u64 {
+    peer as u64 * 2 * SLICE + if reply { SLICE } else { 0 }
+}
+
+#[derive(Default)]
+struct State {
+    failures: Mutex<Vec<String>>,
+    requests: AtomicU64,
+    replies: AtomicU64,
+    bytes_checked: AtomicU64,
+    errors_seen: Mutex<Vec<String>>,
+    seen: Mutex<Vec<Vec<bool>>>,
+    done: AtomicU64,
+}
+
+impl State {
+    fn fail(&self, msg: String) {
+        let mut f = self.failures.lock().unwrap();
+        if f.len() < 20 {
+            f.push(msg);
+        }
+    }
+}
+
+fn check_args(st: &State, what: &str, src: u32, args: &[u32]) {
+    for (i, a) in args.iter().enumerate() {
+        let want = arg_value(src, args.len(), i);
+        if *a != want {
+            st.fail(format!(
+                "{what} from {src}: arg {i} of {} is {a:#x}, expected {want:#x}",
+                args.len()
+            ));
+            return;
+        }
+    }
+}
+
+fn check_payload(st: &State, what: &str, src: u32, payload: &[u8]) {
+    let want = pattern(src, payload.len());
+    if let Some(j) = (0..payload.len()).find(|&j| payload[j] != want[j]) {
+        st.fail(format!(
+            "{what} from {src}: payload byte {j} of {} is {:#x}, expected {:#x}",
+            payload.len(),
+            payload[j],
+            want[j]
+        ));
+    } else {
+        st.bytes_checked
+            .fetch_add(payload.len() as u64, Ordering::Relaxed);
+    }
+}
+
+fn handlers(st: &Arc<State>, me: u32, skip_missing: bool, client: Client) -> Vec<Handler> {
+    let s = st.clone();
+    let short_req = Handler::new("short_req", Category::Short, move |t: &Token, args, _| {
+        check_args(&s, "short request", t.source(), args);
+        s.requests.fetch_add(1, Ordering::Relaxed);
+        let echo: Vec<u32> = (0..args.len()).map(|i| arg_value(me, args.len(), i)).collect();
+        if let Err(e) = t.reply_short(SHORT_REP, &echo) {
+            s.fail(format!("reply_short: {e}"));
+        }
+    })
+    .at(SHORT_REQ);
+    let s = st.clone();
+    let short_rep = Handler::new("short_rep", Category::Short, move |t: &Token, args, _| {
+        check_args(&s, "short reply", t.source(), args);
+        if t.is_request() {
+            s.fail("reply token says request".into());
+        }
+        s.replies.fetch_add(1, Ordering::Relaxed);
+    })
+    .at(SHORT_REP);
+    let s = st.clone();
+    let med_req = Handler::new("med_req", Category::Medium, move |t: &Token, args, p| {
+        check_args(&s, "medium request", t.source(), args);
+        check_payload(&s, "medium request", t.source(), p);
+        s.requests.fetch_add(1, Ordering::Relaxed);
+        let echo: Vec<u32> = (0..args.len()).map(|i| arg_value(me, args.len(), i)).collect();
+        if let Err(e) = t.reply_medium(MED_REP, &echo, &pattern(me, p.len())) {
+            s.fail(format!("reply_medium: {e}"));
+        }
+    })
+    .at(MED_REQ);
+    let s = st.clone();
+    let med_rep = Handler::new("med_rep", Category::Medium, move |t: &Token, args, p| {
+        check_args(&s, "medium reply", t.source(), args);
+        check_payload(&s, "medium reply", t.source(), p);
+        s.replies.fetch_add(1, Ordering::Relaxed);
+    })
+    .at(MED_REP);
+    let s = st.clone();
+    let long_req = Handler::new("long_req", Category::Long, move |t: &Token, args, p| {
+        let src = t.source();
+        check_args(&s, "long request", src, args);
+        check_payload(&s, "long request", src, p);
+        let off = t.long_offset().unwrap_or(u64::MAX);
+        let base = area(src, false);
+        if off < base || off >= base + SLICE {
+            s.fail(format!("long request from {src} at offset {off}, outside its area"));
+        }
+        s.requests.fetch_add(1, Ordering::Relaxed);
+        let echo: Vec<u32> = (0..args.len()).map(|i| arg_value(me, args.len(), i)).collect();
+        // The reply lands in the requester's segment, in this rank's reply area, at the same
+        // relative position.
+        let rel = off - base;
+        if let Err(e) = t.reply_long(LONG_REP, &echo, &pattern(me, p.len()), area(me, true) + rel) {
+            s.fail(format!("reply_long: {e}"));
+        }
+    })
+    .at(LONG_REQ);
+    let s = st.clone();
+    let long_rep = Handler::new("long_rep", Category::Long, move |t: &Token, args, p| {
+        check_args(&s, "long reply", t.source(), args);
+        check_payload(&s, "long reply", t.source(), p);
+        s.replies.fetch_add(1, Ordering::Relaxed);
+    })
+    .at(LONG_REP);
+    let s = st.clone();
+    let flood = Handler::new("flood", Category::Medium, move |t: &Token, args, p| {
+        let (src, seq) = (t.source() as usize, args[0] as usize);
+        check_payload(&s, "flood", t.source(), p);
+        let mut seen = s.seen.lock().unwrap();
+        match seen.get_mut(src).and_then(|v| v.get_mut(seq)) {
+            Some(slot) if !*slot => *slot = true,
+            Some(_) => s.fail(format!("flood message {seq} from {src} delivered twice")),
+            None => s.fail(format!("flood message {seq} from {src} out of range")),
+        }
+        s.requests.fetch_add(1, Ordering::Relaxed);
+    })
+    .at(FLOOD)
+    .with_argc(1);
+    let fixed = Handler::new("fixed_argc", Category::Short, |_, _, _| {}).at(FIXED_ARGC).with_argc(2);
+    let s = st.clone();
+    let probe = Handler::new("probe", Category::Short, move |t: &Token, _, _| {
+        // Error checks from inside a request handler.
+        let mut errs = s.errors_seen.lock().unwrap();
+        match t.reply_short(PROBE_REP, &[]) {
+            Ok(()) => {}
+            Err(e) => errs.push(format!("first reply failed: {e}")),
+        }
+        match t.reply_short(PROBE_REP, &[]) {
+            Err(AmError::AlreadyReplied) => errs.push("AlreadyReplied".into()),
+            other => errs.push(format!("second reply gave {other:?}")),
+        }
+        match client.am_request_short(t.source(), SHORT_REQ, &[]) {
+            Err(AmError::InHandler { .. }) => errs.push("RequestInHandler".into()),
+            other => errs.push(format!("request from a handler gave {other:?}")),
+        }
+        match client.poll() {
+            Err(AmError::InHandler { .. }) => errs.push("PollInHandler".into()),
+            other => errs.push(format!("poll from a handler gave {other:?}")),
+        }
+    })
+    .at(PROBE);
+    let s = st.clone();
+    let probe_rep = Handler::new("probe_rep", Category::Short, move |t: &Token, _, _| {
+        let mut errs = s.errors_seen.lock().unwrap();
+        match t.reply_short(SHORT_REP, &[]) {
+            Err(AmError::ReplyFromReply) => errs.push("ReplyFromReply".into()),
+            other => errs.push(format!("reply from reply handler gave {other:?}")),
+        }
+        s.replies.fetch_add(1, Ordering::Relaxed);
+    })
+    .at(PROBE_REP);
+    let s = st.clone();
+    let done = Handler::new("done", Category::Short, move |_, _, _| {
+        s.done.fetch_add(1, Ordering::Relaxed);
+    })
+    .at(DONE);
+    let mut v = vec![
+        short_req, short_rep, med_req, med_rep, long_req, long_rep, flood, fixed, probe, probe_rep,
+        done,
+    ];
+    if !skip_missing {
+        v.push(Handler::new("maybe_missing", Category::Medium, |_, _, _| {}).at(MAYBE_MISSING));
+    }
+    v
+}
+
+/// Polls until `done()` or the deadline; false on timeout.
+fn poll_until(c: &Client, secs: u64, mut done: impl FnMut() -> bool) -> Result<bool, AmError> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        if Instant::now() > deadline {
+            return Ok(false);
+        }
+        c.poll()?;
+    }
+    Ok(true)
+}
+
+fn args_for(me: u32, argc: usize) -> Vec<u32> {
+    (0..argc).map(|i| arg_value(me, argc, i)).collect()
+}
+
+fn basic(c: &Client, st: &State) -> Result<(), String> {
+    let me = c.rank();
+    let n = c.size();
+    let e = |e: AmError| e.to_string();
+    // Every argument count x category, to every rank including this one.
+    let mut sent = 0u64;
+    for argc in 0..=16usize {
+        let args = args_for(me, argc);
+        for dest in 0..n {
+            c.am_request_short(dest, SHORT_REQ, &args).map_err(e)?;
+            c.am_request_medium(dest, MED_REQ, &args, &pattern(me, 100)).map_err(e)?;
+            let off = area(me, false) + argc as u64 * 256;
+            c.am_request_long(dest, LONG_REQ, &args, &pattern(me, 100), off).map_err(e)?;
+            sent += 3;
+        }
+        c.poll().map_err(e)?;
+    }
+    // Payload sizes, up to the maxima.
+    for dest in 0..n {
+        for len in [0usize, 1, 8192, MAX_MEDIUM] {
+            c.am_request_medium(dest, MED_REQ, &args_for(me, 2), &pattern(me, len)).map_err(e)?;
+            sent += 1;
+        }
+        let mut off = area(me, false) + ARG_AREA;
+        for len in LONG_SIZES {
+            c.am_request_long(dest, LONG_REQ, &args_for(me, 3), &pattern(me, len), off).map_err(e)?;
+            off += (len as u64).next_multiple_of(4096);
+            sent += 1;
+        }
+        c.poll().map_err(e)?;
+    }
+    let ok = poll_until(c, 60, || st.replies.load(Ordering::Relaxed) >= sent).map_err(e)?;
+    if !ok {
+        return Err(format!(
+            "only {} of {sent} replies arrived",
+            st.replies.load(Ordering::Relaxed)
+        ));
+    }
+    // Every rank sent the same number to every rank: wait until this rank handled them all.
+    let ok = poll_until(c, 60, || st.requests.load(Ordering::Relaxed) >= sent).map_err(e)?;
+    if !ok {
+        return Err(format!(
+            "only {} of {sent} requests arrived",
+            st.requests.load(Ordering::Relaxed)
+        ));
+    }
+    // Long payloads really are in the segment: check one request area byte by byte.
+    let seg = c.segment().ok_or("no segment")?;
+    for src in 0..n {
+        let off = area(src, false) + ARG_AREA + 8192u64.next_multiple_of(4096) + 4096;
+        let got = seg.to_vec(off as usize, 65_536).map_err(|x| x.to_string())?;
+        if got != pattern(src, 65_536) {
+            return Err(format!("Long payload from {src} is not in the segment at {off}"));
+        }
+    }
+    println!(
+        "rank {me}: basic ok: {sent} requests and replies, {} payload bytes checked",
+        st.bytes_checked.load(Ordering::Relaxed)
+    );
+    Ok(())
+}
+
+fn flood(c: &Client, st: &State, per_sender: usize) -> Result<(), String> {
+    let me = c.rank();
+    let n = c.size();
+    let e = |e: AmError| e.to_string();
+    *st.seen.lock().unwrap() = vec![vec![false; per_sender]; n as usize];
+    c.bootstrap().barrier().map_err(|x| x.to_string())?;
+    if me == 0 {
+        // Let the senders fill every receive block before draining anything.
+        std::thread::sleep(Duration::from_millis(500));
+        let want = per_sender as u64 * (n as u64 - 1);
+        let ok = poll_until(c, 120, || st.requests.load(Ordering::Relaxed) >= want).map_err(e)?;
+        if !ok {
+            return Err(format!(
+                "rank 0 received {} of {want} flood messages",
+                st.requests.load(Ordering::Relaxed)
+            ));
+        }
+    } else {
+        for seq in 0..per_sender {
+            c.am_request_medium(0, FLOOD, &[seq as u32], &pattern(me, 1000)).map_err(e)?;
+        }
+    }
+    // Let senders finish their resends (they need acknowledgements).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while c.stats().sent > 0 && Instant::now() < deadline {
+        c.poll().map_err(e)?;
+        if c.in_flight() == 0 {
+            break;
+        }
+    }
+    let stats = c.stats();
+    let blob = [stats.flow_control_recoveries, stats.resends, stats.handled]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect::<Vec<u8>>();
+    let all = c.bootstrap().allgather(&blob).map_err(|x| x.to_string())?;
+    let get = |r: usize, k: usize| {
+        u64::from_le_bytes(all[r][k * 8..k * 8 + 8].try_into().unwrap_or([0; 8]))
+    };
+    let recoveries = get(0, 0);
+    let resends: u64 = (1..n as usize).map(|r| get(r, 1)).sum();
+    if me == 0 {
+        if recoveries == 0 || resends == 0 {
+            return Err(format!(
+                "flow control never engaged: {recoveries} recoveries at rank 0, {resends} resends"
+            ));
+        }
+        let seen = st.seen.lock().unwrap();
+        for (src, v) in seen.iter().enumerate().skip(1) {
+            if let Some(seq) = v.iter().position(|s| !s) {
+                return Err(format!("flood message {seq} from {src} never arrived"));
+            }
+        }
+        println!(
+            "rank 0: flood ok: {} messages exactly once, {recoveries} flow-control recoveries, {resends} resends",
+            st.requests.load(Ordering::Relaxed)
+        );
+    }
+    Ok(())
+}
+
+fn reqrep_flood(c: &Client, st: &State, count: u64) -> Result<(), String> {
+    let me = c.rank();
+    let peer = (me + 1) % c.size();
+    let e = |e: AmError| e.to_string();
+    for i in 0..count {
+        c.am_request_short(peer, SHORT_REQ, &args_for(me, (i % 17) as usize)).map_err(e)?;
+    }
+    let ok = poll_until(c, 120, || {
+        st.replies.load(Ordering::Relaxed) >= count && st.requests.load(Ordering::Relaxed) >= count
+    })
+    .map_err(e)?;
+    if !ok {
+        return Err(format!(
+            "request/reply flood stalled: {} replies, {} requests of {count}",
+            st.replies.load(Ordering::Relaxed),
+            st.requests.load(Ordering::Relaxed)
+        ));
+    }
+    println!("rank {me}: request/reply flood ok: {count} each way");
+    Ok(())
+}
+
+fn threads(c: &Client, st: &Arc<State>, per_thread: u64) -> Result<(), String> {
+    let n = c.size();
+    let me = c.rank();
+    let mut joins = Vec::new();
+    for t in 0..4u64 {
+        let c = c.clone();
+        joins.push(std::thread::spawn(move || -> Result<(), String> {
+            for i in 0..per_thread {
+                let dest = ((me as u64 + t + i) % n as u64) as u32;
+                c.am_request_medium(dest, MED_REQ, &args_for(me, 1), &pattern(me, (i % 300) as usize))
+                    .map_err(|e| e.to_string())?;
+                if i % 16 == 0 {
+                    c.poll().map_err(|e| e.to_string())?;
+                }
+            }
+            Ok(())
+        }));
+    }
+    for j in joins {
+        j.join().map_err(|_| "sender thread panicked".to_string())??;
+    }
+    let want = 4 * per_thread;
+    // Four threads poll together until every reply and request arrived.
+    let mut pollers = Vec::new();
+    for _ in 0..4 {
+        let c = c.clone();
+        let st = st.clone();
+        pollers.push(std::thread::spawn(move || {
+            poll_until(&c, 120, || {
+                st.replies.load(Ordering::Relaxed) >= want
+                    && st.requests.load(Ordering::Relaxed) >= want
+            })
+            .map_err(|e| e.to_string())
+        }));
+    }
+    for p in pollers {
+        if !p.join().map_err(|_| "poller panicked".to_string())?? {
+            return Err(format!(
+                "threads: {} replies, {} requests of {want}",
+                st.replies.load(Ordering::Relaxed),
+                st.requests.load(Ordering::Relaxed)
+            ));
+        }
+    }
+    println!("rank {me}: threads ok: {want} requests and replies over 4 threads");
+    Ok(())
+}
+
+fn errors(c: &Client, st: &State) -> Result<(), String> {
+    let me = c.rank();
+    let n = c.size();
+    let seg = c.segment_size((me + 1) % n).ok_or("no segment size")?;
+    let mut problems = Vec::new();
+    let mut expect = |what: &str, r: Result<(), AmError>, ok: fn(&AmError) -> bool| match r {
+        Err(ref e) if ok(e) => {}
+        other => problems.push(format!("{what}: got {other:?}")),
+    };
+    expect("unregistered", c.am_request_short(0, 250, &[]), |e| {
+        matches!(e, AmError::UnregisteredHandler { handler: 250, .. })
+    });
+    expect("wrong argc", c.am_request_short(0, FIXED_ARGC, &[1, 2, 3]), |e| {
+        matches!(e, AmError::WrongArgCount { expected: 2, given: 3, .. })
+    });
+    expect("wrong category", c.am_request_medium(0, SHORT_REQ, &[], b"x"), |e| {
+        matches!(e, AmError::WrongCategory { .. })
+    });
+    expect("too many args", c.am_request_short(0, SHORT_REQ, &[0; 17]), |e| {
+        matches!(e, AmError::TooManyArgs { given: 17, .. })
+    });
+    expect("medium too large", c.am_request_medium(0, MED_REQ, &[], &vec![0; MAX_MEDIUM + 1]), |e| {
+        matches!(e, AmError::PayloadTooLarge { .. })
+    });
+    expect("long too large", c.am_request_long(0, LONG_REQ, &[], &vec![0; MAX_LONG + 1], 0), |e| {
+        matches!(e, AmError::PayloadTooLarge { .. })
+    });
+    expect("long outside segment", c.am_request_long((me + 1) % n, LONG_REQ, &[], &[0; 16], seg - 8), |e| {
+        matches!(e, AmError::OutsideSegment { .. })
+    });
+    expect("bad rank", c.am_request_short(n, SHORT_REQ, &[]), |e| {
+        matches!(e, AmError::BadRank { .. })
+    });
+    // Handler-side rules.
+    c.am_request_short((me + 1) % n, PROBE, &[]).map_err(|e| e.to_string())?;
+    let ok = poll_until(c, 30, || st.errors_seen.lock().unwrap().len() >= 4)
+        .map_err(|e| e.to_string())?;
+    if !ok {
+        problems.push("handler-side checks did not all run".into());
+    }
+    let mut seen = st.errors_seen.lock().unwrap().clone();
+    seen.sort();
+    let want = ["AlreadyReplied", "PollInHandler", "ReplyFromReply", "RequestInHandler"];
+    // The prober's own first reply is not recorded; its reply handler records one entry.
+    if seen.iter().any(|s| !want.contains(&s.as_str())) || seen.len() != 4 {
+        problems.push(format!("handler-side checks: {seen:?}"));
+    }
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
+    }
+    println!("rank {me}: errors ok");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let mode = std::env::args().nth(1).unwrap_or_else(|| "basic".into());
+    let c = match Client::init() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("am_conformance: init: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let me = c.rank();
+    let st = Arc::new(State::default());
+    let skip = mode == "unregistered" && me == 1;
+    let n = c.size() as u64;
+    let seg = 2 * SLICE * n;
+    if let Err(e) = c.attach(seg, handlers(&st, me, skip, c.clone())) {
+        eprintln!("am_conformance: rank {me}: attach: {e}");
+        return ExitCode::from(2);
+    }
+    let r = match mode.as_str() {
+        "basic" => basic(&c, &st),
+        "flood" => flood(&c, &st, 3000),
+        "reqrep-flood" => reqrep_flood(&c, &st, 20_000),
+        "threads" => threads(&c, &st, 500),
+        "errors" => errors(&c, &st),
+        "unregistered" => {
+            if me == 0 {
+                let _ = c.am_request_medium(1, MAYBE_MISSING, &[], b"who handles this?");
+            }
+            // Rank 1 dies with a diagnostic when the message arrives; keep polling until then.
+            let _ = poll_until(&c, 20, || false);
+            Err("the unregistered handler was never reported".into())
+        }
+        "exit" => {
+            if me == n as u32 - 1 {
+                c.exit(7);
+            }
+            let _ = poll_until(&c, 20, || false);
+            Err("exit(7) on the last rank did not end the job".into())
+        }
+        other => Err(format!("unknown mode {other}")),
+    };
+    let failures = st.failures.lock().unwrap().clone();
+    let r = r.and_then(|()| {
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures.join("\n"))
+        }
+    });
+    // Nobody leaves while others may still need its replies: tell everyone we are done and
+    // keep serving until everyone is.
+    for dest in 0..c.size() {
+        if let Err(e) = c.am_request_short(dest, DONE, &[]) {
+            eprintln!("am_conformance: rank {me}: done message: {e}");
+        }
+    }
+    let _ = poll_until(&c, 60, || st.done.load(Ordering::Relaxed) >= n);
+    if let Err(e) = c.bootstrap().barrier() {
+        eprintln!("am_conformance: rank {me}: final barrier: {e}");
+    }
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("am_conformance: rank {me}: {mode} FAILED: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
