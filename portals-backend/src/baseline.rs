@@ -13,6 +13,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::transport::{random_incarnation, Transport, TransportConfig, TransportEvent};
 use crate::types::PhysId;
 use crate::udp::{UdpConfig, UdpEndpoint, UdpError, DEFAULT_SPIN};
 
@@ -258,22 +259,20 @@ pub fn stream_receiver(ep: &UdpEndpoint, p: &StreamParams) -> Result<PhysId, Bas
 }
 
 /// Stream sender half: sends `count` messages to `receiver` with at most `window`
-/// unacknowledged. Returns the intervals between consecutive acknowledgements (the first ack,
-/// which includes start-up, is not counted).
+/// unacknowledged. Returns the time each acknowledgement arrived.
 pub fn stream_sender(
     ep: &UdpEndpoint,
     receiver: PhysId,
     p: &StreamParams,
-) -> Result<Vec<Duration>, BaselineError> {
+) -> Result<Vec<Instant>, BaselineError> {
     p.check()?;
     let what = "stream sender";
     let message: Vec<u8> = (0..p.msg_size).map(|i| (i % 253) as u8).collect();
     let chunk = p.datagram_size - STREAM_HDR;
     let mut dg = Vec::with_capacity(p.datagram_size);
     let mut ack = [0u8; 16];
-    let mut intervals = Vec::with_capacity(p.count);
+    let mut stamps = Vec::with_capacity(p.count);
     let (mut next, mut acked) = (0usize, 0usize);
-    let mut last_ack: Option<Instant> = None;
     while acked < p.count {
         while next < p.count && next - acked < p.window {
             for (k, part) in message.chunks(chunk).enumerate() {
@@ -296,18 +295,14 @@ pub fn stream_sender(
                 detail: format!("{n}-byte datagram from {from}, expected ack of message {acked}"),
             });
         }
-        let now = Instant::now();
-        if let Some(prev) = last_ack {
-            intervals.push(now - prev);
-        }
-        last_ack = Some(now);
+        stamps.push(Instant::now());
         acked += 1;
     }
-    Ok(intervals)
+    Ok(stamps)
 }
 
 /// Raw streaming bandwidth in bytes per second between two loopback endpoints in two
-/// threads: `msg_size` divided by the median interval between message acknowledgements.
+/// threads, from the first message acknowledgement to the last (see `rate`).
 pub fn udp_stream_bandwidth(
     msg_size: usize,
     datagram_size: usize,
@@ -323,13 +318,274 @@ pub fn udp_stream_bandwidth(
     let received = handle
         .join()
         .map_err(|_| BaselineError::ThreadPanicked("stream receiver"))?;
-    let mut intervals = sent?;
+    let stamps = sent?;
     received?;
-    let med = median(&mut intervals).ok_or(BaselineError::InvalidArg {
-        name: "count",
-        reason: "too few messages for an interval".into(),
-    })?;
-    Ok(msg_size as f64 / med.as_secs_f64().max(1e-9))
+    rate(msg_size, &stamps)
+}
+
+/// A minimal single-threaded driver of a [`Transport`] over a [`UdpEndpoint`], used to compare
+/// the transport with the raw baselines above (the engine has its own driver).
+struct Driver {
+    ep: UdpEndpoint,
+    t: Transport,
+    rx: Vec<u8>,
+    tx: Vec<u8>,
+}
+
+/// Job key of the comparison runs.
+const BENCH_JOB_KEY: u64 = 0x5eed_0000_0000_0001;
+
+impl Driver {
+    fn new() -> Result<Self, BaselineError> {
+        let ep = UdpEndpoint::bind(&UdpConfig::default())?;
+        let cfg = TransportConfig {
+            job_key: BENCH_JOB_KEY,
+            ..TransportConfig::default()
+        };
+        let t = Transport::new(cfg, ep.local_id(), random_incarnation(), Instant::now()).map_err(
+            |e| BaselineError::InvalidArg {
+                name: "transport config",
+                reason: e.to_string(),
+            },
+        )?;
+        Ok(Driver {
+            ep,
+            t,
+            rx: vec![0u8; MAX_DATAGRAM],
+            tx: Vec::with_capacity(MAX_DATAGRAM),
+        })
+    }
+
+    fn flush(&mut self) -> Result<(), BaselineError> {
+        while let Some(to) = self.t.poll_transmit(Instant::now(), &mut self.tx) {
+            self.ep.send_to(&self.tx, to)?;
+        }
+        Ok(())
+    }
+
+    /// Waits for input until `limit` (or the transport's next deadline), feeds everything
+    /// waiting as one batch, and fires due timers. Events are left for the caller.
+    fn turn(&mut self, limit: Instant) -> Result<(), BaselineError> {
+        let deadline = self.t.poll_timeout().map_or(limit, |d| d.min(limit));
+        if let Some((n, from)) = self
+            .ep
+            .recv_wait(&mut self.rx, Some(deadline), DEFAULT_SPIN)?
+        {
+            let now = Instant::now();
+            self.t
+                .handle_datagram(now, from, self.rx.get(..n).unwrap_or_default());
+            while let Some((n, from)) = self.ep.recv(&mut self.rx)? {
+                self.t
+                    .handle_datagram(now, from, self.rx.get(..n).unwrap_or_default());
+            }
+        }
+        let now = Instant::now();
+        if self.t.poll_timeout().is_some_and(|d| d <= now) {
+            self.t.handle_timeout(now);
+        }
+        Ok(())
+    }
+
+    fn next_message(
+        &mut self,
+        what: &'static str,
+    ) -> Result<Option<(PhysId, Vec<u8>)>, BaselineError> {
+        match self.t.poll_event() {
+            Some(TransportEvent::Delivered { from, message }) => Ok(Some((from, message))),
+            Some(TransportEvent::PeerFailed { peer }) => Err(BaselineError::Unexpected {
+                what,
+                detail: format!("peer {peer} failed"),
+            }),
+            None => Ok(None),
+        }
+    }
+
+    fn send(&mut self, what: &'static str, to: PhysId, msg: Vec<u8>) -> Result<(), BaselineError> {
+        self.t
+            .send(Instant::now(), to, msg)
+            .map_err(|e| BaselineError::Unexpected {
+                what,
+                detail: e.to_string(),
+            })
+    }
+
+    /// Runs turns, calling `step` after each, until `step` returns `true`; fails after
+    /// [`DEFAULT_TIMEOUT`] without any datagram or message arriving. Transmits after every
+    /// step except the last, which the caller flushes.
+    fn run_until(
+        &mut self,
+        what: &'static str,
+        mut step: impl FnMut(&mut Driver) -> Result<bool, BaselineError>,
+    ) -> Result<(), BaselineError> {
+        let mut limit = Instant::now() + DEFAULT_TIMEOUT;
+        loop {
+            self.turn(limit)?;
+            let (progressed, done) = {
+                let before = self.t.stats().messages_delivered + self.t.stats().datagrams_in;
+                let done = step(self)?;
+                let after = self.t.stats().messages_delivered + self.t.stats().datagrams_in;
+                (after != before, done)
+            };
+            if done {
+                // Not flushed: an ack owed now should ride on whatever the caller sends next
+                // (the caller flushes).
+                return Ok(());
+            }
+            self.flush()?;
+            let now = Instant::now();
+            if progressed {
+                limit = now + DEFAULT_TIMEOUT;
+            } else if now >= limit {
+                return Err(BaselineError::Timeout {
+                    what,
+                    after: DEFAULT_TIMEOUT,
+                });
+            }
+        }
+    }
+}
+
+/// Median round-trip time of `iters` request/response exchanges of `size`-byte messages
+/// through two [`Transport`]s over loopback UDP in two threads (after `iters / 10` warm-up
+/// rounds): the figure to hold against [`udp_pingpong_rtt`].
+pub fn transport_pingpong_rtt(size: usize, iters: usize) -> Result<Duration, BaselineError> {
+    let mut server = Driver::new()?;
+    let mut client = Driver::new()?;
+    let (server_id, client_id) = (server.ep.local_id(), client.ep.local_id());
+    let total = iters / 10 + iters;
+    let handle = std::thread::spawn(move || -> Result<(), BaselineError> {
+        let what = "transport pingpong server";
+        let mut echoed = 0;
+        // Echo, then stay until the last answer is acknowledged so that a loss is repaired.
+        server.run_until(what, |d| {
+            while let Some((from, msg)) = d.next_message(what)? {
+                d.send(what, from, msg)?;
+                echoed += 1;
+            }
+            Ok(echoed == total && d.t.queued_bytes(client_id) == 0)
+        })?;
+        server.flush()
+    });
+    let what = "transport pingpong client";
+    let ping = vec![0xA5u8; size];
+    let mut rtts = Vec::with_capacity(total);
+    let mut result = Ok(());
+    for _ in 0..total {
+        let t = Instant::now();
+        let mut got = false;
+        let r = client.send(what, server_id, ping.clone()).and_then(|()| {
+            client.flush()?;
+            client.run_until(what, |d| {
+                if let Some((from, msg)) = d.next_message(what)? {
+                    if from != server_id || msg != ping {
+                        return Err(BaselineError::Unexpected {
+                            what,
+                            detail: format!("{} bytes from {from} do not echo the ping", msg.len()),
+                        });
+                    }
+                    got = true;
+                }
+                Ok(got)
+            })
+        });
+        if let Err(e) = r {
+            result = Err(e);
+            break;
+        }
+        rtts.push(t.elapsed());
+    }
+    // Let the last pong's acknowledgement out so the server can finish.
+    let _ = client.flush();
+    let server_result = handle
+        .join()
+        .map_err(|_| BaselineError::ThreadPanicked("transport pingpong server"))?;
+    result?;
+    server_result?;
+    median(rtts.get_mut(total - iters..).unwrap_or_default()).ok_or(BaselineError::InvalidArg {
+        name: "iters",
+        reason: "must be at least 1".into(),
+    })
+}
+
+/// Streaming bandwidth (bytes per second) of `count` messages of `msg_size` bytes through two
+/// [`Transport`]s over loopback UDP in two threads, from the first delivery to the last
+/// (see `rate`). The figure to hold against [`udp_stream_bandwidth`].
+pub fn transport_stream_bandwidth(msg_size: usize, count: usize) -> Result<f64, BaselineError> {
+    if count < 2 {
+        return Err(BaselineError::InvalidArg {
+            name: "count",
+            reason: format!("{count} is below 2 (rates need an interval)"),
+        });
+    }
+    let mut tx = Driver::new()?;
+    let mut rx = Driver::new()?;
+    let rx_id = rx.ep.local_id();
+    // Built before timing so that the measurement does not include making the data.
+    let messages: Vec<Vec<u8>> = (0..count)
+        .map(|k| (0..msg_size).map(|i| ((i + k) % 251) as u8).collect())
+        .collect();
+    let expected_first = messages.first().cloned().unwrap_or_default();
+    let sender = std::thread::spawn(move || -> Result<(), BaselineError> {
+        let what = "transport stream sender";
+        for m in messages {
+            tx.send(what, rx_id, m)?;
+        }
+        tx.flush()?;
+        tx.run_until(what, |d| {
+            while d.next_message(what)?.is_some() {}
+            Ok(d.t.queued_bytes(rx_id) == 0)
+        })
+    });
+    let what = "transport stream receiver";
+    let mut stamps = Vec::with_capacity(count);
+    let mut first_ok = true;
+    let received = rx.run_until(what, |d| {
+        while let Some((_, m)) = d.next_message(what)? {
+            if stamps.is_empty() {
+                first_ok = m == expected_first;
+            }
+            if m.len() != msg_size {
+                return Err(BaselineError::Unexpected {
+                    what,
+                    detail: format!("{}-byte message, expected {msg_size}", m.len()),
+                });
+            }
+            stamps.push(Instant::now());
+        }
+        Ok(stamps.len() == count)
+    });
+    // Keep acknowledging until the sender has seen everything acknowledged.
+    let linger = Instant::now() + Duration::from_millis(200);
+    while received.is_ok() && !sender.is_finished() && Instant::now() < linger {
+        rx.turn(linger)?;
+        rx.flush()?;
+    }
+    let sent = sender
+        .join()
+        .map_err(|_| BaselineError::ThreadPanicked("transport stream sender"))?;
+    received?;
+    sent?;
+    if !first_ok {
+        return Err(BaselineError::Unexpected {
+            what,
+            detail: "first message content differs".into(),
+        });
+    }
+    rate(msg_size, &stamps)
+}
+
+/// Bytes per second of a stream whose messages of `msg_size` bytes completed at `stamps`:
+/// the steady rate from the first completion to the last (deliveries come in bursts, so
+/// per-message intervals are not meaningful one by one).
+fn rate(msg_size: usize, stamps: &[Instant]) -> Result<f64, BaselineError> {
+    let (Some(first), Some(last)) = (stamps.first(), stamps.last()) else {
+        return Err(BaselineError::InvalidArg {
+            name: "count",
+            reason: "no message completed".into(),
+        });
+    };
+    let span = last.duration_since(*first).as_secs_f64().max(1e-9);
+    Ok((stamps.len() - 1) as f64 * msg_size as f64 / span)
 }
 
 #[cfg(test)]
@@ -356,6 +612,39 @@ mod tests {
     fn stream_runs_and_reports_a_rate() {
         let bw = udp_stream_bandwidth(1 << 20, 65_000, 8).unwrap();
         assert!(bw.is_finite() && bw > 0.0);
+    }
+
+    #[test]
+    fn transport_over_udp_pingpong_and_stream() {
+        assert!(transport_pingpong_rtt(8, 100).unwrap() > Duration::ZERO);
+        let bw = transport_stream_bandwidth(1 << 20, 6).unwrap();
+        assert!(bw.is_finite() && bw > 0.0);
+    }
+
+    /// Prints the comparison figures; run with
+    /// `cargo test -p rgasnet-portals --release -- --ignored --nocapture compare`.
+    #[test]
+    #[ignore = "measurement, not a test: run by hand in release mode"]
+    fn compare_transport_with_raw_udp() {
+        let raw_rtt = udp_pingpong_rtt(8, 20_000).unwrap();
+        let tr_rtt = transport_pingpong_rtt(8, 20_000).unwrap();
+        let raw_bw = udp_stream_bandwidth(1 << 20, 65_000, 200).unwrap();
+        let tr_bw = transport_stream_bandwidth(1 << 20, 200).unwrap();
+        println!(
+            "raw: udp pingpong 8 byte rtt {:.2} us",
+            raw_rtt.as_secs_f64() * 1e6
+        );
+        println!(
+            "transport pingpong 8 byte rtt {:.2} us",
+            tr_rtt.as_secs_f64() * 1e6
+        );
+        println!("raw: udp stream 1048576 byte {:.1} MB/s", raw_bw / 1e6);
+        println!("transport stream 1048576 byte {:.1} MB/s", tr_bw / 1e6);
+        println!(
+            "ratios: rtt {:.3}x, bandwidth {:.1} %",
+            tr_rtt.as_secs_f64() / raw_rtt.as_secs_f64(),
+            100.0 * tr_bw / raw_bw
+        );
     }
 
     #[test]

@@ -23,10 +23,21 @@ fuzz_target!(|data: &[u8]| {
     }
     // Whatever decodes must also be safe to hand to a transport.
     let now = Instant::now();
-    let cfg = TransportConfig { job_key: KEY, ..TransportConfig::default() };
-    let local = PhysId { nid: 0x7f00_0001, pid: 1 };
-    let from = PhysId { nid: 0x7f00_0001, pid: 2 };
-    let Ok(mut t) = Transport::new(cfg, local, 1, now) else { return };
+    let cfg = TransportConfig {
+        job_key: KEY,
+        ..TransportConfig::default()
+    };
+    let local = PhysId {
+        nid: 0x7f00_0001,
+        pid: 1,
+    };
+    let from = PhysId {
+        nid: 0x7f00_0001,
+        pid: 2,
+    };
+    let Ok(mut t) = Transport::new(cfg, local, 1, now) else {
+        return;
+    };
     t.handle_datagram(now, from, data);
     t.handle_datagram(now, from, data);
     let mut out = Vec::new();

@@ -422,6 +422,12 @@ impl Transport {
     }
 
     /// Recomputes the peer's earliest deadline and registers it. O(log peers).
+    ///
+    /// Registration is lazy to keep the timer set out of the per-message path: an entry is
+    /// added or moved only when the deadline comes *earlier* than the registered one. A later
+    /// or vanished deadline leaves the old entry, which then fires early, finds nothing due
+    /// and re-registers. Invariant: at most one entry per peer, equal to `peer.timer`, and no
+    /// later than the peer's true earliest deadline.
     fn reschedule(&mut self, id: PhysId) {
         let Some(peer) = self.peers.get_mut(&id) else {
             return;
@@ -442,14 +448,16 @@ impl Transport {
                 consider(peer.recv.ack_deadline);
             }
         }
-        if next != peer.timer {
-            if let Some(old) = peer.timer {
-                self.timers.remove(&(old, id));
+        let Some(next) = next else { return };
+        match peer.timer {
+            Some(registered) if registered <= next => {}
+            old => {
+                if let Some(old) = old {
+                    self.timers.remove(&(old, id));
+                }
+                self.timers.insert((next, id));
+                peer.timer = Some(next);
             }
-            if let Some(new) = next {
-                self.timers.insert((new, id));
-            }
-            peer.timer = next;
         }
     }
 
@@ -663,8 +671,9 @@ impl Transport {
         self.events.pop_front()
     }
 
-    /// The earliest deadline (retransmission, delayed ack, peer timeout), if any.
-    /// `poll_transmit` may have work regardless; drivers call it after every input.
+    /// The earliest deadline (retransmission, delayed ack, peer timeout), if any. It may be
+    /// earlier than needed (timers are re-armed lazily): `handle_timeout` then does nothing
+    /// but re-arm. `poll_transmit` may have work regardless; drivers call it after every input.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.timers.first().map(|&(t, _)| t)
     }
@@ -679,7 +688,9 @@ impl Transport {
             }
             self.timers.pop_first();
             if let Some(p) = self.peers.get_mut(&id) {
-                p.timer = None;
+                if p.timer == Some(t) {
+                    p.timer = None;
+                }
             }
             due.push(id);
         }
