@@ -20,6 +20,7 @@
 //! access concurrently from the engine and the application.
 #![forbid(unsafe_code)]
 
+pub mod baseline;
 pub mod engine;
 pub mod error;
 pub mod handle;

@@ -1,1 +1,421 @@
-//! Placeholder: filled by the engine issue.
+//! The thin UDP layer under the transport: one non-blocking IPv4 socket with large buffers,
+//! the choice of address from the environment, and the waiting strategy shared by the engine
+//! and the raw baselines.
+//!
+//! **Waiting.** [`UdpEndpoint::recv_wait`] first spins on `recv` for a short budget, then blocks
+//! in `ppoll(2)` until the socket is readable or the deadline passes. The default budget,
+//! [`DEFAULT_SPIN`] = 20 µs, covers a loopback round trip (≈ 10–20 µs), so a ping-pong answered
+//! promptly never pays a sleep/wake-up (several µs each side), while an idle or waiting process
+//! gives its core back almost at once — which matters on a 2-core machine where a spinning
+//! process steals the core its peer needs to produce the answer.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags};
+use nix::sys::time::TimeSpec;
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::types::PhysId;
+
+/// Environment variable naming the interface (name like `eth0`, or an IPv4 address).
+pub const ENV_IFACE: &str = "RGASNET_IFACE";
+/// The reference implementation's variable, honoured when [`ENV_IFACE`] is unset.
+pub const ENV_PTL_IFACE: &str = "PTL_IFACE_NAME";
+/// Spin budget of the default waiting strategy (see the module docs).
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(20);
+/// Socket buffer size asked for (the kernel may grant less: `net.core.[rw]mem_max`).
+pub const DEFAULT_SOCKET_BUFFER: usize = 8 << 20;
+
+/// Errors of the UDP layer, each naming its cause.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum UdpError {
+    /// An environment variable or argument names no usable interface.
+    #[error("{var}={value:?}: {reason}")]
+    BadIface {
+        /// The variable (or `"config"` for an explicit argument).
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Listing the interfaces failed.
+    #[error("getifaddrs failed while resolving {var}={value:?}: {source}")]
+    Ifaddrs {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// The OS error.
+        #[source]
+        source: nix::Error,
+    },
+    /// A socket call failed.
+    #[error("{call} on {addr}: {source}")]
+    Socket {
+        /// The call (socket, bind, setsockopt ...).
+        call: &'static str,
+        /// The local or remote address concerned.
+        addr: SocketAddrV4,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A peer id is not a valid IPv4 socket address (pid above 65535).
+    #[error("peer {0:?} is not an IPv4 UDP address (pid must be a port number)")]
+    BadPeer(PhysId),
+    /// A datagram came from a non-IPv4 address.
+    #[error("datagram from non-IPv4 address {0}")]
+    NotIpv4(SocketAddr),
+    /// The socket stayed unwritable (send buffer full) past the send timeout.
+    #[error("send to {0}: socket buffer still full after {1:?}")]
+    SendTimeout(SocketAddrV4, Duration),
+    /// `ppoll` failed.
+    #[error("ppoll: {0}")]
+    Poll(#[source] nix::Error),
+}
+
+/// Where and how to bind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UdpConfig {
+    /// Address to bind.
+    pub addr: Ipv4Addr,
+    /// Port to bind (0: any).
+    pub port: u16,
+    /// Send and receive buffer size to ask for.
+    pub socket_buffer: usize,
+}
+
+impl Default for UdpConfig {
+    fn default() -> Self {
+        UdpConfig {
+            addr: Ipv4Addr::LOCALHOST,
+            port: 0,
+            socket_buffer: DEFAULT_SOCKET_BUFFER,
+        }
+    }
+}
+
+impl UdpConfig {
+    /// The configuration from the process environment ([`ENV_IFACE`], then
+    /// [`ENV_PTL_IFACE`]; default 127.0.0.1, port 0).
+    pub fn from_env() -> Result<Self, UdpError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Same as [`UdpConfig::from_env`] with variables read through `lookup` (for tests and
+    /// for callers that parsed the environment already).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, UdpError> {
+        let mut cfg = UdpConfig::default();
+        for var in [ENV_IFACE, ENV_PTL_IFACE] {
+            if let Some(value) = lookup(var) {
+                cfg.addr = resolve_iface(var, &value)?;
+                break;
+            }
+        }
+        Ok(cfg)
+    }
+}
+
+/// Resolves an interface name (via getifaddrs) or a dotted IPv4 address to an address.
+/// `var` names the variable the value came from, for the error.
+pub fn resolve_iface(var: &'static str, value: &str) -> Result<Ipv4Addr, UdpError> {
+    let bad = |reason: String| UdpError::BadIface {
+        var,
+        value: value.to_string(),
+        reason,
+    };
+    let trimmed = value.trim();
+    if trimmed.is_empty() {
+        return Err(bad(
+            "empty value: expected an interface name or an IPv4 address".into(),
+        ));
+    }
+    if let Ok(ip) = trimmed.parse::<Ipv4Addr>() {
+        return Ok(ip);
+    }
+    if trimmed.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(bad("not a valid IPv4 address".into()));
+    }
+    let addrs = nix::ifaddrs::getifaddrs().map_err(|source| UdpError::Ifaddrs {
+        var,
+        value: value.to_string(),
+        source,
+    })?;
+    let mut seen = false;
+    for ifa in addrs.filter(|i| i.interface_name == trimmed) {
+        seen = true;
+        if let Some(sin) = ifa.address.as_ref().and_then(|a| a.as_sockaddr_in()) {
+            return Ok(sin.ip());
+        }
+    }
+    Err(bad(if seen {
+        "interface has no IPv4 address".into()
+    } else {
+        "no such network interface".into()
+    }))
+}
+
+/// One bound, non-blocking UDP socket.
+#[derive(Debug)]
+pub struct UdpEndpoint {
+    sock: UdpSocket,
+    local: PhysId,
+    local_addr: SocketAddrV4,
+}
+
+impl UdpEndpoint {
+    /// Binds a socket as `cfg` says, non-blocking, with large buffers.
+    pub fn bind(cfg: &UdpConfig) -> Result<Self, UdpError> {
+        let want = SocketAddrV4::new(cfg.addr, cfg.port);
+        let err = |call: &'static str| {
+            move |source| UdpError::Socket {
+                call,
+                addr: want,
+                source,
+            }
+        };
+        let sock =
+            Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).map_err(err("socket"))?;
+        // The kernel clamps to its maximum instead of failing; a smaller buffer only costs
+        // throughput (the transport's window and retransmissions cope with drops).
+        sock.set_send_buffer_size(cfg.socket_buffer)
+            .map_err(err("setsockopt(SO_SNDBUF)"))?;
+        sock.set_recv_buffer_size(cfg.socket_buffer)
+            .map_err(err("setsockopt(SO_RCVBUF)"))?;
+        sock.set_nonblocking(true).map_err(err("set_nonblocking"))?;
+        sock.bind(&SocketAddr::V4(want).into())
+            .map_err(err("bind"))?;
+        let sock: UdpSocket = sock.into();
+        let local_addr = match sock.local_addr().map_err(err("getsockname"))? {
+            SocketAddr::V4(a) => a,
+            other => return Err(UdpError::NotIpv4(other)),
+        };
+        Ok(UdpEndpoint {
+            sock,
+            local: PhysId::from_socket_addr(local_addr),
+            local_addr,
+        })
+    }
+
+    /// This endpoint's id (address and port actually bound).
+    pub fn local_id(&self) -> PhysId {
+        self.local
+    }
+
+    /// Sends one datagram. A full send buffer is waited out (bounded by one second), since
+    /// dropping would only cost a retransmission timeout later.
+    pub fn send_to(&self, buf: &[u8], dest: PhysId) -> Result<(), UdpError> {
+        let addr = dest.socket_addr().ok_or(UdpError::BadPeer(dest))?;
+        let limit = Duration::from_secs(1);
+        let mut waited: Option<Instant> = None;
+        loop {
+            match self.sock.send_to(buf, addr) {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let since = *waited.get_or_insert_with(Instant::now);
+                    let spent = since.elapsed();
+                    if spent >= limit {
+                        return Err(UdpError::SendTimeout(addr, limit));
+                    }
+                    self.poll(PollFlags::POLLOUT, Some(limit - spent))?;
+                }
+                Err(source) => {
+                    return Err(UdpError::Socket {
+                        call: "sendto",
+                        addr,
+                        source,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Receives one datagram if one is waiting: `Ok(None)` when none is.
+    pub fn recv(&self, buf: &mut [u8]) -> Result<Option<(usize, PhysId)>, UdpError> {
+        loop {
+            match self.sock.recv_from(buf) {
+                Ok((n, SocketAddr::V4(from))) => {
+                    return Ok(Some((n, PhysId::from_socket_addr(from))))
+                }
+                Ok((_, other)) => return Err(UdpError::NotIpv4(other)),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                // An ICMP error from an earlier send (peer port closed) is reported on a later
+                // call; it concerns no datagram waiting here. Peer death is the transport's
+                // business (peer timeout), so skip it.
+                Err(e)
+                    if e.kind() == io::ErrorKind::Interrupted
+                        || e.kind() == io::ErrorKind::ConnectionRefused =>
+                {
+                    continue
+                }
+                Err(source) => {
+                    return Err(UdpError::Socket {
+                        call: "recvfrom",
+                        addr: self.local_addr,
+                        source,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Receives one datagram, waiting until `deadline` (forever if `None`): spins for `spin`,
+    /// then blocks in `ppoll`. `Ok(None)` when the deadline passed first.
+    pub fn recv_wait(
+        &self,
+        buf: &mut [u8],
+        deadline: Option<Instant>,
+        spin: Duration,
+    ) -> Result<Option<(usize, PhysId)>, UdpError> {
+        let start = Instant::now();
+        loop {
+            if let Some(got) = self.recv(buf)? {
+                return Ok(Some(got));
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(None);
+            }
+            if now.duration_since(start) < spin {
+                std::hint::spin_loop();
+                continue;
+            }
+            let timeout = deadline.map(|d| d.saturating_duration_since(now));
+            self.poll(PollFlags::POLLIN, timeout)?;
+        }
+    }
+
+    /// Blocks until the socket is readable or `timeout` passes, without spinning.
+    pub fn wait_readable(&self, timeout: Option<Duration>) -> Result<bool, UdpError> {
+        self.poll(PollFlags::POLLIN, timeout)
+    }
+
+    fn poll(&self, flags: PollFlags, timeout: Option<Duration>) -> Result<bool, UdpError> {
+        let mut fds = [PollFd::new(self.sock.as_fd(), flags)];
+        let ts = timeout.map(TimeSpec::from_duration);
+        match nix::poll::ppoll(&mut fds, ts, None) {
+            Ok(n) => Ok(n > 0),
+            Err(nix::Error::EINTR) => Ok(false),
+            Err(e) => Err(UdpError::Poll(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn env_resolution() {
+        assert_eq!(
+            UdpConfig::from_lookup(env(&[])).unwrap().addr,
+            Ipv4Addr::LOCALHOST
+        );
+        assert_eq!(
+            UdpConfig::from_lookup(env(&[(ENV_IFACE, "lo")]))
+                .unwrap()
+                .addr,
+            Ipv4Addr::LOCALHOST
+        );
+        assert_eq!(
+            UdpConfig::from_lookup(env(&[(ENV_PTL_IFACE, "127.0.0.1")]))
+                .unwrap()
+                .addr,
+            Ipv4Addr::LOCALHOST
+        );
+        // RGASNET_IFACE wins over PTL_IFACE_NAME.
+        assert_eq!(
+            UdpConfig::from_lookup(env(&[(ENV_IFACE, "127.0.0.2"), (ENV_PTL_IFACE, "lo")]))
+                .unwrap()
+                .addr,
+            Ipv4Addr::new(127, 0, 0, 2)
+        );
+    }
+
+    #[test]
+    fn bad_env_values_name_the_variable() {
+        for (var, value, reason) in [
+            (ENV_IFACE, "nosuchif0", "no such network interface"),
+            (
+                ENV_IFACE,
+                "",
+                "empty value: expected an interface name or an IPv4 address",
+            ),
+            (ENV_PTL_IFACE, "300.1.1.1", "not a valid IPv4 address"),
+        ] {
+            match UdpConfig::from_lookup(env(&[(var, value)])) {
+                Err(UdpError::BadIface {
+                    var: v,
+                    value: got,
+                    reason: r,
+                }) => {
+                    assert_eq!((v, got.as_str(), r.as_str()), (var, value, reason));
+                }
+                other => panic!("{var}={value:?}: expected BadIface, got {other:?}"),
+            }
+        }
+        let msg = UdpConfig::from_lookup(env(&[(ENV_IFACE, "nosuchif0")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("RGASNET_IFACE") && msg.contains("nosuchif0"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn loopback_send_and_receive() {
+        let a = UdpEndpoint::bind(&UdpConfig::default()).unwrap();
+        let b = UdpEndpoint::bind(&UdpConfig::default()).unwrap();
+        assert_eq!(a.local_id().nid, u32::from(Ipv4Addr::LOCALHOST));
+        assert_ne!(a.local_id().pid, 0);
+        let mut buf = vec![0u8; 65_536];
+        assert!(b.recv(&mut buf).unwrap().is_none(), "nothing waiting yet");
+        let payload: Vec<u8> = (0..60_000u32).map(|i| (i % 251) as u8).collect();
+        a.send_to(&payload, b.local_id()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let (n, from) = b
+            .recv_wait(&mut buf, Some(deadline), DEFAULT_SPIN)
+            .unwrap()
+            .expect("datagram within the timeout");
+        assert_eq!(from, a.local_id());
+        assert_eq!(&buf[..n], &payload[..]);
+    }
+
+    #[test]
+    fn recv_wait_returns_none_at_the_deadline() {
+        let a = UdpEndpoint::bind(&UdpConfig::default()).unwrap();
+        let mut buf = [0u8; 16];
+        let deadline = Instant::now() + Duration::from_millis(5);
+        assert_eq!(
+            a.recv_wait(&mut buf, Some(deadline), DEFAULT_SPIN).unwrap(),
+            None
+        );
+        assert!(Instant::now() >= deadline);
+    }
+
+    #[test]
+    fn bad_peer_is_typed() {
+        let a = UdpEndpoint::bind(&UdpConfig::default()).unwrap();
+        let bad = PhysId {
+            nid: u32::from(Ipv4Addr::LOCALHOST),
+            pid: 70_000,
+        };
+        assert!(matches!(a.send_to(b"x", bad), Err(UdpError::BadPeer(p)) if p == bad));
+    }
+}

@@ -1,1 +1,729 @@
-//! Placeholder: filled by the engine issue.
+//! Sans-IO reliable, exactly-once, in-order message delivery between interfaces.
+//!
+//! A [`Transport`] never touches a socket or a clock: datagrams and the current time go in
+//! ([`Transport::handle_datagram`], [`Transport::handle_timeout`]), and datagrams, deadlines
+//! and events come out ([`Transport::poll_transmit`], [`Transport::poll_timeout`],
+//! [`Transport::poll_event`]). The driver (UDP or the simulated network) loops:
+//! feed every received datagram, let the layer above react to the events (it may `send`
+//! answers), then drain `poll_transmit`, then wait until `poll_timeout` or the next datagram.
+//!
+//! Per peer, messages are cut into fragments that each get a sequence number. The receiver
+//! consumes frames in sequence order (early ones wait in a bounded reorder buffer), which gives
+//! in-order, exactly-once delivery and makes reassembly an append. Acks are cumulative with
+//! selective ranges; the sender retransmits on a timeout derived from the measured RTT (with
+//! exponential backoff) and, earlier, for a frame three sequence numbers behind the largest
+//! acknowledged one.
+//!
+//! **Ack policy.** Acks ride on DATA whenever there is DATA for that peer. A standalone ACK is
+//! written by `poll_transmit` when nothing can be sent to the peer and either a message was
+//! just completed, a gap or duplicate was seen, `ack_every` frames arrived unacknowledged, or
+//! `ack_delay` passed. Because the driver calls `poll_transmit` after each receive batch and
+//! after the layer above has answered, a request/response exchange costs one datagram each
+//! way, and a stream of large messages is acked once per message (or every `ack_every`
+//! frames), which keeps the sender's window open without an ack per datagram.
+
+mod recv;
+mod rtt;
+mod send;
+
+use std::collections::{BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use hashbrown::HashMap;
+
+use crate::types::PhysId;
+use crate::wire::{self, Datagram, Frame, Header, WireError};
+use recv::{Budget, DataOutcome, RecvState};
+use rtt::RttEstimator;
+use send::SendState;
+
+/// Tunables of a [`Transport`]. Every process of a job should use the same values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportConfig {
+    /// The job key every datagram carries; datagrams with another key are dropped.
+    pub job_key: u64,
+    /// Largest datagram written, headers included (at most 65 507, the UDP limit).
+    pub max_datagram: usize,
+    /// Most frames in flight (unacknowledged span of sequence numbers) per peer; also the
+    /// receive window, so it bounds the reorder buffer.
+    pub window: usize,
+    /// Retransmission timeout before any RTT sample.
+    pub initial_rto: Duration,
+    /// Lower clamp of the retransmission timeout.
+    pub min_rto: Duration,
+    /// Upper clamp of the retransmission timeout (and of its backoff).
+    pub max_rto: Duration,
+    /// A peer silent this long while data for it is unacknowledged is declared failed.
+    pub peer_timeout: Duration,
+    /// Bound on reassembly and reorder memory across all peers (at least `max_message`).
+    pub max_reassembly_bytes: usize,
+    /// Largest message accepted by `send` and by the receiver (at most `u32::MAX`).
+    pub max_message: usize,
+    /// Longest an acknowledgement may be held back waiting for data to ride on.
+    pub ack_delay: Duration,
+    /// Acknowledge at least every this many received frames.
+    pub ack_every: u32,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        let max_message = (64 << 20) + 4096;
+        TransportConfig {
+            job_key: 0,
+            max_datagram: 65_000,
+            // 64 × 65 000 bytes ≈ 4 MB in flight: fits the socket buffers the UDP layer asks for.
+            window: 64,
+            initial_rto: Duration::from_millis(20),
+            min_rto: Duration::from_millis(1),
+            max_rto: Duration::from_secs(2),
+            peer_timeout: Duration::from_secs(30),
+            max_reassembly_bytes: 2 * max_message,
+            max_message,
+            ack_delay: Duration::from_micros(200),
+            ack_every: 8,
+        }
+    }
+}
+
+/// The smallest `max_datagram` that leaves room for one payload byte next to a full ack.
+pub const MIN_DATAGRAM: usize =
+    wire::HEADER_LEN + wire::ACK_FRAME_MAX + wire::DATA_FRAME_OVERHEAD + 1;
+/// The largest UDP payload over IPv4.
+pub const MAX_UDP_PAYLOAD: usize = 65_507;
+
+impl TransportConfig {
+    /// Checks the values for consistency.
+    pub fn validate(&self) -> Result<(), TransportError> {
+        let bad = |field: &'static str, reason: String| {
+            Err(TransportError::InvalidConfig { field, reason })
+        };
+        if !(MIN_DATAGRAM..=MAX_UDP_PAYLOAD).contains(&self.max_datagram) {
+            return bad(
+                "max_datagram",
+                format!(
+                    "{} is outside {MIN_DATAGRAM}..={MAX_UDP_PAYLOAD}",
+                    self.max_datagram
+                ),
+            );
+        }
+        if self.window == 0 || self.window > 1 << 20 {
+            return bad("window", format!("{} is outside 1..=1048576", self.window));
+        }
+        if self.min_rto.is_zero() || self.min_rto > self.max_rto {
+            return bad(
+                "min_rto",
+                format!(
+                    "{:?} must be non-zero and <= max_rto {:?}",
+                    self.min_rto, self.max_rto
+                ),
+            );
+        }
+        if self.initial_rto.is_zero() {
+            return bad("initial_rto", "must be non-zero".into());
+        }
+        if self.peer_timeout.is_zero() {
+            return bad("peer_timeout", "must be non-zero".into());
+        }
+        if self.max_message > u32::MAX as usize {
+            return bad(
+                "max_message",
+                format!("{} exceeds the wire limit {}", self.max_message, u32::MAX),
+            );
+        }
+        if self.max_reassembly_bytes < self.max_message {
+            return bad(
+                "max_reassembly_bytes",
+                format!(
+                    "{} is below max_message {}: a largest message could never be reassembled",
+                    self.max_reassembly_bytes, self.max_message
+                ),
+            );
+        }
+        if self.ack_every == 0 {
+            return bad("ack_every", "must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// Payload bytes per fragment: what is left of a datagram after the header, a full ack and
+    /// a DATA frame header, so a fragment (first send or retransmission) always fits.
+    pub fn fragment_size(&self) -> usize {
+        self.max_datagram
+            .saturating_sub(wire::HEADER_LEN + wire::ACK_FRAME_MAX + wire::DATA_FRAME_OVERHEAD)
+            .max(1)
+    }
+}
+
+/// Errors of the transport's API.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// `send`: the message exceeds `max_message`.
+    #[error("send: message of {len} bytes exceeds max_message {max}")]
+    TooLarge {
+        /// Message length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// `send`: the peer was declared failed (silent past the peer timeout, or restarted).
+    #[error("send: peer {peer} has failed")]
+    PeerFailed {
+        /// The peer.
+        peer: PhysId,
+    },
+    /// `Transport::new`: a configuration value is unusable.
+    #[error("transport config: {field}: {reason}")]
+    InvalidConfig {
+        /// The field.
+        field: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `Transport::new`: incarnation 0 is reserved for "unknown".
+    #[error("transport incarnation must be non-zero")]
+    ZeroIncarnation,
+}
+
+/// Something the layer above must learn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransportEvent {
+    /// A whole message arrived (in order, exactly once).
+    Delivered {
+        /// The sender.
+        from: PhysId,
+        /// The message bytes.
+        message: Vec<u8>,
+    },
+    /// The peer stayed silent past the peer timeout with data outstanding, or restarted. Its
+    /// queued messages were dropped and later `send`s to it fail. Reported once per peer.
+    PeerFailed {
+        /// The peer.
+        peer: PhysId,
+    },
+}
+
+/// Counters for diagnostics and tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TransportStats {
+    /// Datagrams handed to `handle_datagram`.
+    pub datagrams_in: u64,
+    /// Datagrams produced by `poll_transmit`.
+    pub datagrams_out: u64,
+    /// Bytes handed in.
+    pub bytes_in: u64,
+    /// Bytes produced.
+    pub bytes_out: u64,
+    /// DATA frames written, first transmissions and retransmissions.
+    pub data_frames_sent: u64,
+    /// DATA frames written again.
+    pub retransmits: u64,
+    /// Frames declared lost by the reorder threshold (fast retransmit).
+    pub fast_losses: u64,
+    /// Retransmission timer expirations that queued frames.
+    pub rto_expirations: u64,
+    /// Datagrams that carried only an ack.
+    pub standalone_acks: u64,
+    /// Acks that rode on a DATA datagram.
+    pub piggybacked_acks: u64,
+    /// Messages accepted by `send`.
+    pub messages_sent: u64,
+    /// Messages delivered.
+    pub messages_delivered: u64,
+    /// DATA frames received again (already consumed or stashed) and suppressed.
+    pub duplicates: u64,
+    /// Dropped: wrong magic.
+    pub dropped_bad_magic: u64,
+    /// Dropped: unsupported version.
+    pub dropped_bad_version: u64,
+    /// Dropped: another job's key.
+    pub dropped_foreign_job: u64,
+    /// Dropped: malformed (truncated, bad lengths, unknown frame, bad ranges, zero incarnation).
+    pub dropped_malformed: u64,
+    /// Dropped: addressed to an earlier incarnation of this transport, or from a peer that is
+    /// marked failed.
+    pub dropped_stale: u64,
+    /// DATA frames dropped: beyond the receive window.
+    pub dropped_out_of_window: u64,
+    /// DATA frames dropped: no reassembly memory (the sender retransmits).
+    pub dropped_no_memory: u64,
+    /// DATA frames dropped: message larger than `max_message`.
+    pub dropped_too_large: u64,
+    /// DATA frames dropped: inconsistent with the message being reassembled.
+    pub dropped_inconsistent: u64,
+    /// Acks naming sequence numbers never sent (ignored).
+    pub bogus_acks: u64,
+    /// Peers declared failed.
+    pub peers_failed: u64,
+    /// Peers seen with a new incarnation (a restart; also counted in `peers_failed`).
+    pub peer_restarts: u64,
+    /// Highest reassembly/reorder memory in use, bytes.
+    pub reassembly_high_water: usize,
+    /// Most frames ever in one peer's send window.
+    pub max_in_window: usize,
+}
+
+struct Peer {
+    /// The peer's incarnation, 0 until heard from.
+    remote_inc: u64,
+    failed: bool,
+    send: SendState,
+    recv: RecvState,
+    in_ready: bool,
+    /// The deadline registered in `Transport::timers`.
+    timer: Option<Instant>,
+}
+
+/// The sans-IO transport of one interface. See the module docs.
+pub struct Transport {
+    cfg: TransportConfig,
+    local: PhysId,
+    incarnation: u64,
+    frag: usize,
+    peers: HashMap<PhysId, Peer>,
+    /// Peers that may have something to transmit, round-robin.
+    ready: VecDeque<PhysId>,
+    timers: BTreeSet<(Instant, PhysId)>,
+    events: VecDeque<TransportEvent>,
+    /// Peers to tell our incarnation (they addressed an earlier one).
+    resets: VecDeque<PhysId>,
+    budget: Budget,
+    stats: TransportStats,
+    due: Vec<PhysId>,
+}
+
+/// A random non-zero incarnation id.
+pub fn random_incarnation() -> u64 {
+    loop {
+        let v: u64 = rand::random();
+        if v != 0 {
+            return v;
+        }
+    }
+}
+
+impl Transport {
+    /// A transport for the interface `local`; `incarnation` must be unique per instance
+    /// (use [`random_incarnation`]).
+    pub fn new(
+        cfg: TransportConfig,
+        local: PhysId,
+        incarnation: u64,
+        now: Instant,
+    ) -> Result<Self, TransportError> {
+        cfg.validate()?;
+        if incarnation == 0 {
+            return Err(TransportError::ZeroIncarnation);
+        }
+        let _ = now; // Nothing is timed until the first message; kept for API symmetry.
+        Ok(Transport {
+            frag: cfg.fragment_size(),
+            budget: Budget {
+                used: 0,
+                limit: cfg.max_reassembly_bytes,
+                reserve: cfg.max_message,
+                high_water: 0,
+            },
+            cfg,
+            local,
+            incarnation,
+            peers: HashMap::new(),
+            ready: VecDeque::new(),
+            timers: BTreeSet::new(),
+            events: VecDeque::new(),
+            resets: VecDeque::new(),
+            stats: TransportStats::default(),
+            due: Vec::new(),
+        })
+    }
+
+    /// This interface's id.
+    pub fn local(&self) -> PhysId {
+        self.local
+    }
+
+    /// This instance's incarnation.
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &TransportConfig {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &TransportStats {
+        &self.stats
+    }
+
+    /// Whether `peer` was declared failed.
+    pub fn is_failed(&self, peer: PhysId) -> bool {
+        self.peers.get(&peer).is_some_and(|p| p.failed)
+    }
+
+    /// The smoothed RTT to `peer`, once measured.
+    pub fn srtt(&self, peer: PhysId) -> Option<Duration> {
+        self.peers.get(&peer).and_then(|p| p.send.rtt.srtt())
+    }
+
+    /// Bytes of messages queued or unacknowledged for `peer`.
+    pub fn queued_bytes(&self, peer: PhysId) -> usize {
+        self.peers.get(&peer).map_or(0, |p| p.send.queued_bytes())
+    }
+
+    fn new_peer(cfg: &TransportConfig, now: Instant) -> Peer {
+        let rtt = RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto, cfg.ack_delay);
+        Peer {
+            remote_inc: 0,
+            failed: false,
+            send: SendState::new(rtt, now),
+            recv: RecvState::new(now),
+            in_ready: false,
+            timer: None,
+        }
+    }
+
+    /// Queues `message` for reliable delivery to `dest`. The message is moved, not copied.
+    pub fn send(
+        &mut self,
+        now: Instant,
+        dest: PhysId,
+        message: Vec<u8>,
+    ) -> Result<(), TransportError> {
+        if message.len() > self.cfg.max_message {
+            return Err(TransportError::TooLarge {
+                len: message.len(),
+                max: self.cfg.max_message,
+            });
+        }
+        let cfg = &self.cfg;
+        let peer = self
+            .peers
+            .entry(dest)
+            .or_insert_with(|| Self::new_peer(cfg, now));
+        if peer.failed {
+            return Err(TransportError::PeerFailed { peer: dest });
+        }
+        peer.send.push(now, message);
+        self.stats.messages_sent += 1;
+        self.mark_ready(dest);
+        self.reschedule(dest);
+        Ok(())
+    }
+
+    fn mark_ready(&mut self, id: PhysId) {
+        if let Some(peer) = self.peers.get_mut(&id) {
+            if !peer.in_ready && !peer.failed {
+                peer.in_ready = true;
+                self.ready.push_back(id);
+            }
+        }
+    }
+
+    /// Recomputes the peer's earliest deadline and registers it. O(log peers).
+    ///
+    /// Registration is lazy to keep the timer set out of the per-message path: an entry is
+    /// added or moved only when the deadline comes *earlier* than the registered one. A later
+    /// or vanished deadline leaves the old entry, which then fires early, finds nothing due
+    /// and re-registers. Invariant: at most one entry per peer, equal to `peer.timer`, and no
+    /// later than the peer's true earliest deadline.
+    fn reschedule(&mut self, id: PhysId) {
+        let Some(peer) = self.peers.get_mut(&id) else {
+            return;
+        };
+        let mut next: Option<Instant> = None;
+        let mut consider = |t: Option<Instant>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        if !peer.failed {
+            consider(peer.send.rto_deadline);
+            if peer.send.outstanding() {
+                consider(Some(peer.send.last_progress + self.cfg.peer_timeout));
+            }
+            // A peer already in the ready queue gets its ack at the next poll_transmit.
+            if peer.recv.ack_pending && !peer.in_ready {
+                consider(peer.recv.ack_deadline);
+            }
+        }
+        let Some(next) = next else { return };
+        match peer.timer {
+            Some(registered) if registered <= next => {}
+            old => {
+                if let Some(old) = old {
+                    self.timers.remove(&(old, id));
+                }
+                self.timers.insert((next, id));
+                peer.timer = Some(next);
+            }
+        }
+    }
+
+    fn fail_peer(&mut self, id: PhysId, now: Instant) {
+        let Some(peer) = self.peers.get_mut(&id) else {
+            return;
+        };
+        if peer.failed {
+            return;
+        }
+        peer.failed = true;
+        peer.recv.release_all(&mut self.budget);
+        // Drop queued and unacknowledged messages with the old send state.
+        let rtt = RttEstimator::new(
+            self.cfg.initial_rto,
+            self.cfg.min_rto,
+            self.cfg.max_rto,
+            self.cfg.ack_delay,
+        );
+        peer.send = SendState::new(rtt, now);
+        peer.recv = RecvState::new(now);
+        self.stats.peers_failed += 1;
+        self.events
+            .push_back(TransportEvent::PeerFailed { peer: id });
+        self.reschedule(id);
+    }
+
+    /// Processes one received datagram from `from`. Bad datagrams are counted and dropped.
+    pub fn handle_datagram(&mut self, now: Instant, from: PhysId, datagram: &[u8]) {
+        self.stats.datagrams_in += 1;
+        self.stats.bytes_in += datagram.len() as u64;
+        let dg = match Datagram::parse(datagram, self.cfg.job_key) {
+            Ok(dg) => dg,
+            Err(e) => {
+                self.count_wire_error(&e);
+                return;
+            }
+        };
+        let cfg = &self.cfg;
+        let peer = self
+            .peers
+            .entry(from)
+            .or_insert_with(|| Self::new_peer(cfg, now));
+        if peer.failed {
+            self.stats.dropped_stale += 1;
+            return;
+        }
+        let src = dg.header.src_incarnation;
+        if peer.remote_inc == 0 {
+            peer.remote_inc = src;
+        } else if peer.remote_inc != src {
+            // A new process at the same address: the old one is gone, with whatever it had
+            // not yet delivered. Reported as a failure of the old peer.
+            self.stats.peer_restarts += 1;
+            self.stats.dropped_stale += 1;
+            self.fail_peer(from, now);
+            return;
+        }
+        let dst = dg.header.dst_incarnation;
+        if dst != 0 && dst != self.incarnation {
+            // Meant for an earlier incarnation of this interface: tell the sender who we are
+            // now, so it fails its state for the old one instead of retransmitting forever.
+            self.stats.dropped_stale += 1;
+            if !self.resets.contains(&from) && self.resets.len() < 1024 {
+                self.resets.push_back(from);
+            }
+            return;
+        }
+        let window = self.cfg.window;
+        let max_message = self.cfg.max_message;
+        let ack_delay = self.cfg.ack_delay;
+        let events = &mut self.events;
+        let stats = &mut self.stats;
+        let budget = &mut self.budget;
+        let mut deliver = |message: Vec<u8>| {
+            stats.messages_delivered += 1;
+            events.push_back(TransportEvent::Delivered { from, message });
+        };
+        for frame in dg.frames() {
+            let Ok(frame) = frame else { break };
+            match frame {
+                Frame::Ack(ack) => {
+                    let out = peer.send.on_ack(now, &ack);
+                    if out.bogus {
+                        stats.bogus_acks += 1;
+                    }
+                    stats.fast_losses += out.fast_lost;
+                }
+                Frame::Data(data) => {
+                    let outcome = peer.recv.on_data(
+                        now,
+                        &data,
+                        window,
+                        max_message,
+                        ack_delay,
+                        budget,
+                        &mut deliver,
+                    );
+                    match outcome {
+                        DataOutcome::Accepted => {}
+                        DataOutcome::Duplicate => stats.duplicates += 1,
+                        DataOutcome::OutOfWindow => stats.dropped_out_of_window += 1,
+                        DataOutcome::NoMemory => stats.dropped_no_memory += 1,
+                        DataOutcome::TooLarge => stats.dropped_too_large += 1,
+                        DataOutcome::Inconsistent => stats.dropped_inconsistent += 1,
+                    }
+                }
+            }
+        }
+        self.stats.reassembly_high_water = self.budget.high_water;
+        let wants_tx = peer.recv.ack_pending || peer.send.has_sendable(window);
+        if wants_tx {
+            self.mark_ready(from);
+        }
+        self.reschedule(from);
+    }
+
+    fn count_wire_error(&mut self, e: &WireError) {
+        let s = &mut self.stats;
+        match e {
+            WireError::BadMagic(_) => s.dropped_bad_magic += 1,
+            WireError::BadVersion(_) => s.dropped_bad_version += 1,
+            WireError::ForeignJob { .. } => s.dropped_foreign_job += 1,
+            _ => s.dropped_malformed += 1,
+        }
+    }
+
+    /// Writes the next datagram to send into `out` (cleared first) and returns its
+    /// destination, or `None` when nothing is to be sent now.
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<PhysId> {
+        out.clear();
+        if let Some(to) = self.resets.pop_front() {
+            let dst_incarnation = self.peers.get(&to).map_or(0, |p| p.remote_inc);
+            wire::write_header(
+                out,
+                &Header {
+                    job_key: self.cfg.job_key,
+                    src_incarnation: self.incarnation,
+                    dst_incarnation,
+                },
+            );
+            self.count_out(out);
+            return Some(to);
+        }
+        while let Some(id) = self.ready.pop_front() {
+            let Some(peer) = self.peers.get_mut(&id) else {
+                continue;
+            };
+            peer.in_ready = false;
+            if peer.failed {
+                continue;
+            }
+            let window = self.cfg.window;
+            let has_data = peer.send.has_sendable(window);
+            let ack_due = peer.recv.ack_due(now, self.cfg.ack_every);
+            if !has_data && !ack_due {
+                // A pending ack that is not yet due waits for its timer (or for data).
+                self.reschedule(id);
+                continue;
+            }
+            out.clear();
+            wire::write_header(
+                out,
+                &Header {
+                    job_key: self.cfg.job_key,
+                    src_incarnation: self.incarnation,
+                    dst_incarnation: peer.remote_inc,
+                },
+            );
+            let with_ack = peer.recv.ack_pending;
+            if with_ack {
+                let ack = peer.recv.take_ack(now);
+                wire::write_ack(out, &ack);
+            }
+            let (frames, retransmits) =
+                peer.send
+                    .write_frames(now, out, self.cfg.max_datagram, self.frag, window);
+            if frames == 0 && !with_ack {
+                // Only stale retransmission entries were queued.
+                out.clear();
+                self.reschedule(id);
+                continue;
+            }
+            self.stats.data_frames_sent += frames as u64;
+            self.stats.retransmits += retransmits as u64;
+            self.stats.max_in_window = self.stats.max_in_window.max(peer.send.in_window());
+            if with_ack {
+                if frames == 0 {
+                    self.stats.standalone_acks += 1;
+                } else {
+                    self.stats.piggybacked_acks += 1;
+                }
+            }
+            if peer.send.has_sendable(window) {
+                self.mark_ready(id);
+            }
+            self.reschedule(id);
+            self.count_out(out);
+            return Some(id);
+        }
+        None
+    }
+
+    fn count_out(&mut self, out: &[u8]) {
+        self.stats.datagrams_out += 1;
+        self.stats.bytes_out += out.len() as u64;
+    }
+
+    /// The next event for the layer above.
+    pub fn poll_event(&mut self) -> Option<TransportEvent> {
+        self.events.pop_front()
+    }
+
+    /// The earliest deadline (retransmission, delayed ack, peer timeout), if any. It may be
+    /// earlier than needed (timers are re-armed lazily): `handle_timeout` then does nothing
+    /// but re-arm. `poll_transmit` may have work regardless; drivers call it after every input.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.first().map(|&(t, _)| t)
+    }
+
+    /// Runs every deadline that is due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let mut due = std::mem::take(&mut self.due);
+        due.clear();
+        while let Some(&(t, id)) = self.timers.first() {
+            if t > now {
+                break;
+            }
+            self.timers.pop_first();
+            if let Some(p) = self.peers.get_mut(&id) {
+                if p.timer == Some(t) {
+                    p.timer = None;
+                }
+            }
+            due.push(id);
+        }
+        for &id in &due {
+            let Some(peer) = self.peers.get_mut(&id) else {
+                continue;
+            };
+            if peer.failed {
+                continue;
+            }
+            if peer.send.outstanding() && peer.send.last_progress + self.cfg.peer_timeout <= now {
+                self.fail_peer(id, now);
+                continue;
+            }
+            let mut wants_tx = false;
+            if peer.send.rto_deadline.is_some_and(|d| d <= now) {
+                let queued = peer.send.on_rto(now);
+                if queued > 0 {
+                    self.stats.rto_expirations += 1;
+                    wants_tx = true;
+                }
+            }
+            if peer.recv.ack_pending && peer.recv.ack_deadline.is_some_and(|d| d <= now) {
+                wants_tx = true;
+            }
+            if wants_tx {
+                self.mark_ready(id);
+            }
+            self.reschedule(id);
+        }
+        self.due = due;
+    }
+}
+
+#[cfg(test)]
+mod tests;

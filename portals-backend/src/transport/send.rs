@@ -1,0 +1,374 @@
+//! The sending half of a peer: queued messages, fragmentation, the window of unacknowledged
+//! frames, acknowledgement processing, loss detection and retransmission.
+//!
+//! Messages are kept whole (moved in, never copied) until every fragment is acknowledged; a
+//! frame in flight refers to its message by id and byte range, and its bytes are copied only
+//! into the outgoing datagram. Sequence numbers are assigned when a fragment first enters the
+//! window, so the frames in flight are exactly `[snd_una, next_seq)` and are found by index.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use super::rtt::RttEstimator;
+use crate::wire::{self, AckFrame};
+
+/// A frame counts as lost once this many higher sequence numbers were acknowledged (the
+/// classic duplicate-ack threshold): tolerates mild reordering without waiting for a timeout.
+const REORDER_THRESHOLD: u64 = 3;
+
+struct OutMsg {
+    data: Vec<u8>,
+    /// Bytes already cut into fragments.
+    cut: usize,
+    /// Whether every fragment has been given a sequence number.
+    fully_cut: bool,
+    /// Sequence number of the last fragment once cut.
+    last_seq: u64,
+}
+
+struct Sent {
+    msg_id: u64,
+    offset: u32,
+    len: u32,
+    sent_at: Instant,
+    acked: bool,
+    retransmitted: bool,
+    queued_for_retx: bool,
+    fast_retx_done: bool,
+}
+
+/// What an incoming ACK changed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AckOutcome {
+    /// New frames were acknowledged.
+    pub(crate) progress: bool,
+    /// The ack referred to sequence numbers never sent (ignored).
+    pub(crate) bogus: bool,
+    /// Frames declared lost by the reorder threshold.
+    pub(crate) fast_lost: u64,
+}
+
+pub(crate) struct SendState {
+    msgs: VecDeque<OutMsg>,
+    /// Id of `msgs.front()`.
+    first_msg_id: u64,
+    /// Id of the message being cut into fragments (== first_msg_id + msgs.len() when none).
+    cut_msg_id: u64,
+    inflight: VecDeque<Sent>,
+    /// Frames in `inflight` not yet acknowledged (kept so no ack has to scan the window).
+    unacked: usize,
+    /// Lowest unacknowledged sequence number (the receiver's cumulative ack).
+    snd_una: u64,
+    next_seq: u64,
+    retx: VecDeque<u64>,
+    /// Frames below this were already examined for reorder-threshold loss.
+    fast_cursor: u64,
+    /// Largest sequence number known acknowledged, plus one (0 = none).
+    largest_acked_end: u64,
+    pub(crate) rtt: RttEstimator,
+    pub(crate) backoff: u32,
+    pub(crate) rto_deadline: Option<Instant>,
+    /// Last time the peer showed it is alive while we had data outstanding.
+    pub(crate) last_progress: Instant,
+    queued_bytes: usize,
+}
+
+impl SendState {
+    pub(crate) fn new(rtt: RttEstimator, now: Instant) -> Self {
+        SendState {
+            msgs: VecDeque::new(),
+            first_msg_id: 0,
+            cut_msg_id: 0,
+            inflight: VecDeque::new(),
+            unacked: 0,
+            snd_una: 0,
+            next_seq: 0,
+            retx: VecDeque::new(),
+            fast_cursor: 0,
+            largest_acked_end: 0,
+            rtt,
+            backoff: 0,
+            rto_deadline: None,
+            last_progress: now,
+            queued_bytes: 0,
+        }
+    }
+
+    /// Whether anything is queued or unacknowledged.
+    pub(crate) fn outstanding(&self) -> bool {
+        !self.msgs.is_empty()
+    }
+
+    /// Number of frames in `[snd_una, next_seq)`, acknowledged selectively or not.
+    pub(crate) fn in_window(&self) -> usize {
+        self.inflight.len()
+    }
+
+    /// Bytes of messages held (queued or in flight).
+    pub(crate) fn queued_bytes(&self) -> usize {
+        self.queued_bytes
+    }
+
+    pub(crate) fn push(&mut self, now: Instant, data: Vec<u8>) {
+        if !self.outstanding() {
+            // The peer-silence clock starts when there is something to be silent about.
+            self.last_progress = now;
+        }
+        self.queued_bytes += data.len();
+        self.msgs.push_back(OutMsg {
+            data,
+            cut: 0,
+            fully_cut: false,
+            last_seq: 0,
+        });
+    }
+
+    fn has_new(&self, window: usize) -> bool {
+        self.inflight.len() < window && self.cut_index() < self.msgs.len()
+    }
+
+    fn cut_index(&self) -> usize {
+        // Cannot underflow: cut_msg_id >= first_msg_id always (messages leave the front only
+        // after being fully cut).
+        (self.cut_msg_id - self.first_msg_id) as usize
+    }
+
+    /// Whether a DATA frame could be sent now.
+    pub(crate) fn has_sendable(&self, window: usize) -> bool {
+        !self.retx.is_empty() || self.has_new(window)
+    }
+
+    /// Appends DATA frames to `out` while they fit in `max_len` bytes: retransmissions first,
+    /// then new fragments of at most `frag` bytes. Returns the number of frames written and
+    /// how many of them were retransmissions.
+    pub(crate) fn write_frames(
+        &mut self,
+        now: Instant,
+        out: &mut Vec<u8>,
+        max_len: usize,
+        frag: usize,
+        window: usize,
+    ) -> (usize, usize) {
+        let mut frames = 0;
+        let mut retransmits = 0;
+        while let Some(&seq) = self.retx.front() {
+            let Some(idx) = self.index_of(seq) else {
+                self.retx.pop_front();
+                continue;
+            };
+            let Some(sent) = self.inflight.get(idx) else {
+                self.retx.pop_front();
+                continue;
+            };
+            if sent.acked {
+                self.retx.pop_front();
+                continue;
+            }
+            let need = wire::DATA_FRAME_OVERHEAD + sent.len as usize;
+            if out.len() + need > max_len {
+                return (frames, retransmits);
+            }
+            self.retx.pop_front();
+            let (msg_id, offset, len) = (sent.msg_id, sent.offset, sent.len);
+            self.write_fragment(out, seq, msg_id, offset, len);
+            if let Some(sent) = self.inflight.get_mut(idx) {
+                sent.sent_at = now;
+                sent.retransmitted = true;
+                sent.queued_for_retx = false;
+            }
+            frames += 1;
+            retransmits += 1;
+        }
+        while self.has_new(window) {
+            let idx = self.cut_index();
+            let Some(msg) = self.msgs.get(idx) else { break };
+            let remaining = msg.data.len() - msg.cut;
+            let len = remaining.min(frag);
+            if out.len() + wire::DATA_FRAME_OVERHEAD + len > max_len {
+                break;
+            }
+            let seq = self.next_seq;
+            let offset = msg.cut as u32;
+            let msg_id = self.cut_msg_id;
+            self.write_fragment(out, seq, msg_id, offset, len as u32);
+            if let Some(msg) = self.msgs.get_mut(idx) {
+                msg.cut += len;
+                if msg.cut == msg.data.len() {
+                    msg.fully_cut = true;
+                    msg.last_seq = seq;
+                    self.cut_msg_id += 1;
+                }
+            }
+            self.inflight.push_back(Sent {
+                msg_id,
+                offset,
+                len: len as u32,
+                sent_at: now,
+                acked: false,
+                retransmitted: false,
+                queued_for_retx: false,
+                fast_retx_done: false,
+            });
+            self.unacked += 1;
+            self.next_seq += 1;
+            frames += 1;
+        }
+        if frames > 0 && self.rto_deadline.is_none() {
+            self.rto_deadline = Some(now + self.rtt.rto(self.backoff));
+        }
+        (frames, retransmits)
+    }
+
+    fn write_fragment(&self, out: &mut Vec<u8>, seq: u64, msg_id: u64, offset: u32, len: u32) {
+        let idx = (msg_id - self.first_msg_id) as usize;
+        let Some(msg) = self.msgs.get(idx) else {
+            return;
+        };
+        let start = offset as usize;
+        let bytes = msg
+            .data
+            .get(start..start + len as usize)
+            .unwrap_or_default();
+        // Messages are limited to `max_message <= u32::MAX` at `send`.
+        wire::write_data(out, seq, msg.data.len() as u32, offset, bytes);
+    }
+
+    fn index_of(&self, seq: u64) -> Option<usize> {
+        if seq < self.snd_una || seq >= self.next_seq {
+            return None;
+        }
+        Some((seq - self.snd_una) as usize)
+    }
+
+    /// Processes an acknowledgement.
+    pub(crate) fn on_ack(&mut self, now: Instant, ack: &AckFrame) -> AckOutcome {
+        let mut outcome = AckOutcome::default();
+        let beyond = |s: u64| s > self.next_seq;
+        if beyond(ack.cumulative) || ack.ranges().iter().any(|r| beyond(r.end)) {
+            outcome.bogus = true;
+            return outcome;
+        }
+        // RTT sample from the largest acknowledged frame, if this ack is the first to cover it
+        // and it was sent only once (Karn: a retransmitted frame's ack is ambiguous).
+        if let Some(sent) = self
+            .index_of(ack.largest)
+            .and_then(|i| self.inflight.get(i))
+        {
+            if !sent.acked && !sent.retransmitted {
+                let covered = ack.largest < ack.cumulative
+                    || ack
+                        .ranges()
+                        .iter()
+                        .any(|r| (r.start..r.end).contains(&ack.largest));
+                if covered {
+                    let rtt = now.saturating_duration_since(sent.sent_at);
+                    let delay = Duration::from_micros(u64::from(ack.ack_delay_us));
+                    // A peer claiming more delay than the whole round trip is ignored.
+                    self.rtt.sample(rtt.checked_sub(delay).unwrap_or(rtt));
+                }
+            }
+        }
+        for r in ack.ranges() {
+            let lo = r.start.max(self.snd_una);
+            for seq in lo..r.end {
+                if let Some(sent) = self.index_of(seq).and_then(|i| self.inflight.get_mut(i)) {
+                    if !sent.acked {
+                        sent.acked = true;
+                        self.unacked -= 1;
+                        outcome.progress = true;
+                    }
+                }
+            }
+            self.largest_acked_end = self.largest_acked_end.max(r.end);
+        }
+        if ack.cumulative > self.snd_una {
+            outcome.progress = true;
+            while self.snd_una < ack.cumulative {
+                if let Some(sent) = self.inflight.pop_front() {
+                    if !sent.acked {
+                        self.unacked -= 1;
+                    }
+                }
+                self.snd_una += 1;
+            }
+            self.largest_acked_end = self.largest_acked_end.max(ack.cumulative);
+            self.release_messages();
+        }
+        outcome.fast_lost = self.detect_reorder_losses(now);
+        if outcome.progress {
+            self.backoff = 0;
+            self.last_progress = now;
+            self.rto_deadline = (self.unacked > 0).then(|| now + self.rtt.rto(0));
+        }
+        outcome
+    }
+
+    /// Frees messages whose every fragment lies below `snd_una`.
+    fn release_messages(&mut self) {
+        while let Some(front) = self.msgs.front() {
+            if !(front.fully_cut && front.last_seq < self.snd_una) {
+                break;
+            }
+            self.queued_bytes -= front.data.len();
+            self.msgs.pop_front();
+            self.first_msg_id += 1;
+        }
+    }
+
+    /// Marks unacknowledged frames at least `REORDER_THRESHOLD` below the largest acked one,
+    /// and sent at least 9/8 SRTT ago (so mere reordering is not taken for loss), as lost,
+    /// once per frame. Amortised O(1): the cursor only moves forward; it stops at the first
+    /// frame too young to judge, which a later ack or the retransmission timer covers.
+    fn detect_reorder_losses(&mut self, now: Instant) -> u64 {
+        let limit = self.largest_acked_end.saturating_sub(REORDER_THRESHOLD);
+        let min_age = self.rtt.srtt().map_or(Duration::ZERO, |s| s * 9 / 8);
+        let mut lost = 0;
+        self.fast_cursor = self.fast_cursor.max(self.snd_una);
+        while self.fast_cursor < limit {
+            let seq = self.fast_cursor;
+            if let Some(sent) = self.index_of(seq).and_then(|i| self.inflight.get_mut(i)) {
+                if !sent.acked && !sent.fast_retx_done && !sent.queued_for_retx {
+                    if sent.sent_at + min_age > now {
+                        break;
+                    }
+                    sent.fast_retx_done = true;
+                    sent.queued_for_retx = true;
+                    self.retx.push_back(seq);
+                    lost += 1;
+                }
+            }
+            self.fast_cursor += 1;
+        }
+        lost
+    }
+
+    /// The retransmission timer fired: every unacknowledged frame older than the current
+    /// timeout is queued again and the timeout backs off. Returns how many were queued.
+    /// O(window), but only once per timeout, never per datagram.
+    pub(crate) fn on_rto(&mut self, now: Instant) -> u64 {
+        let rto = self.rtt.rto(self.backoff);
+        let mut queued = 0;
+        let mut earliest: Option<Instant> = None;
+        for (i, sent) in self.inflight.iter_mut().enumerate() {
+            if sent.acked || sent.queued_for_retx {
+                continue;
+            }
+            if sent.sent_at + rto <= now {
+                sent.queued_for_retx = true;
+                self.retx.push_back(self.snd_una + i as u64);
+                queued += 1;
+            } else {
+                earliest = Some(earliest.map_or(sent.sent_at, |e| e.min(sent.sent_at)));
+            }
+        }
+        if queued > 0 {
+            self.backoff = self.backoff.saturating_add(1);
+            self.rto_deadline = Some(now + self.rtt.rto(self.backoff));
+        } else {
+            // Nothing was old enough (the timer was armed for frames since acknowledged):
+            // re-arm for the oldest unacknowledged frame without backing off.
+            self.rto_deadline = earliest.map(|t| t + rto);
+        }
+        queued
+    }
+}

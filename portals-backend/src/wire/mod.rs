@@ -1,0 +1,444 @@
+//! The datagram codec of the native engine's transport.
+//!
+//! Every datagram is a fixed header followed by zero or more frames, all integers little-endian:
+//!
+//! ```text
+//! header (29 bytes)
+//!   0..4    magic            b"RGN4"
+//!   4       version          1
+//!   5..13   job key          u64   datagrams of another job are dropped
+//!   13..21  src incarnation  u64   random per Transport instance, never 0
+//!   21..29  dst incarnation  u64   the receiver's incarnation as the sender knows it, 0 = unknown
+//! frames, until the end of the datagram; each starts with a type byte
+//!   0x01 DATA  seq u64, total u32, offset u32, len u32, payload[len]     (21 + len bytes)
+//!   0x02 ACK   cumulative u64, largest u64, ack_delay_us u32, nranges u8,
+//!              nranges × (start u64, end u64)                          (22 + 16·n bytes)
+//! ```
+//!
+//! A DATA frame is one fragment of a message: `total` is the message length, `offset` where the
+//! fragment goes. Fragments of one message carry consecutive sequence numbers, so the receiver
+//! reassembles simply by processing frames in sequence order. An ACK says "every sequence number
+//! below `cumulative` arrived", lists further received ranges `[start, end)` (selective acks), and
+//! names the `largest` sequence number received with how long the receiver held it before
+//! acknowledging, which lets the sender measure the round-trip time without timestamps on DATA.
+//!
+//! Decoding validates the whole datagram before anything is acted upon and never panics: every
+//! read is bounds-checked and every sum is checked.
+
+/// First four bytes of every datagram.
+pub const MAGIC: [u8; 4] = *b"RGN4";
+/// The protocol version this codec speaks.
+pub const VERSION: u8 = 1;
+/// Length of the datagram header.
+pub const HEADER_LEN: usize = 29;
+/// Length of a DATA frame without its payload.
+pub const DATA_FRAME_OVERHEAD: usize = 21;
+/// Length of an ACK frame without ranges.
+pub const ACK_FRAME_BASE: usize = 22;
+/// Length of one selective-ack range on the wire.
+pub const ACK_RANGE_LEN: usize = 16;
+/// Most selective-ack ranges one ACK frame may carry.
+pub const MAX_SACK_RANGES: usize = 16;
+/// Largest ACK frame.
+pub const ACK_FRAME_MAX: usize = ACK_FRAME_BASE + MAX_SACK_RANGES * ACK_RANGE_LEN;
+
+const FRAME_DATA: u8 = 0x01;
+const FRAME_ACK: u8 = 0x02;
+
+/// Why a datagram was rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WireError {
+    /// The datagram ends before a field it must contain.
+    #[error("truncated datagram: {what} needs {needed} bytes at offset {at}, datagram has {len}")]
+    Truncated {
+        /// The field that did not fit.
+        what: &'static str,
+        /// Its offset.
+        at: usize,
+        /// Bytes it needs.
+        needed: usize,
+        /// Length of the datagram.
+        len: usize,
+    },
+    /// The first four bytes are not [`MAGIC`].
+    #[error("bad magic {0:02x?}")]
+    BadMagic([u8; 4]),
+    /// A protocol version this codec does not speak.
+    #[error("unsupported protocol version {0} (expected {VERSION})")]
+    BadVersion(u8),
+    /// The datagram belongs to another job.
+    #[error("foreign job key {got:#018x} (expected {expected:#018x})")]
+    ForeignJob {
+        /// The key in the datagram.
+        got: u64,
+        /// This job's key.
+        expected: u64,
+    },
+    /// The sender incarnation is 0, which no transport uses.
+    #[error("sender incarnation is 0")]
+    ZeroIncarnation,
+    /// A frame type byte this codec does not know.
+    #[error("unknown frame type {kind:#04x} at offset {at}")]
+    UnknownFrame {
+        /// The type byte.
+        kind: u8,
+        /// Its offset.
+        at: usize,
+    },
+    /// A DATA frame whose fragment does not lie inside its message.
+    #[error("fragment at offset {offset} of {len} bytes exceeds message length {total}")]
+    FragmentOutOfBounds {
+        /// Fragment offset.
+        offset: u32,
+        /// Fragment length.
+        len: u32,
+        /// Message length.
+        total: u32,
+    },
+    /// An ACK frame with more ranges than [`MAX_SACK_RANGES`].
+    #[error("ack carries {0} selective ranges (at most {MAX_SACK_RANGES})")]
+    TooManyRanges(u8),
+    /// A selective-ack range that is empty, not above the cumulative ack, or out of order.
+    #[error("selective ack range [{start}, {end}) is empty, overlaps or is out of order")]
+    BadRange {
+        /// Range start.
+        start: u64,
+        /// Range end (exclusive).
+        end: u64,
+    },
+}
+
+/// The fixed datagram header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// The job key.
+    pub job_key: u64,
+    /// The sender transport's incarnation (never 0).
+    pub src_incarnation: u64,
+    /// The receiver's incarnation as the sender knows it (0 while unknown).
+    pub dst_incarnation: u64,
+}
+
+/// One fragment of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataFrame<'a> {
+    /// Per-(sender, receiver) sequence number.
+    pub seq: u64,
+    /// Length of the whole message.
+    pub total: u32,
+    /// Offset of this fragment in the message.
+    pub offset: u32,
+    /// The fragment's bytes.
+    pub payload: &'a [u8],
+}
+
+/// A received range of sequence numbers `[start, end)` above the cumulative ack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SackRange {
+    /// First sequence number of the range.
+    pub start: u64,
+    /// One past the last.
+    pub end: u64,
+}
+
+/// An acknowledgement. Ranges are held inline so that decoding allocates nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckFrame {
+    /// Every sequence number below this one was received.
+    pub cumulative: u64,
+    /// The largest sequence number received.
+    pub largest: u64,
+    /// Microseconds between receiving `largest` and sending this ack.
+    pub ack_delay_us: u32,
+    ranges: [SackRange; MAX_SACK_RANGES],
+    nranges: u8,
+}
+
+impl AckFrame {
+    /// An ack without selective ranges.
+    pub fn new(cumulative: u64, largest: u64, ack_delay_us: u32) -> Self {
+        AckFrame {
+            cumulative,
+            largest,
+            ack_delay_us,
+            ranges: [SackRange::default(); MAX_SACK_RANGES],
+            nranges: 0,
+        }
+    }
+
+    /// Adds a selective range; returns `false` (and adds nothing) when the frame is full.
+    pub fn push_range(&mut self, range: SackRange) -> bool {
+        let n = usize::from(self.nranges);
+        match self.ranges.get_mut(n) {
+            Some(slot) => {
+                *slot = range;
+                self.nranges += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The selective ranges, ascending.
+    pub fn ranges(&self) -> &[SackRange] {
+        self.ranges.get(..usize::from(self.nranges)).unwrap_or(&[])
+    }
+
+    /// Encoded length of this frame.
+    pub fn encoded_len(&self) -> usize {
+        ACK_FRAME_BASE + usize::from(self.nranges) * ACK_RANGE_LEN
+    }
+}
+
+/// A decoded frame.
+// The ack's inline ranges make it large; frames live briefly on the stack while a datagram is
+// processed, and boxing would cost an allocation per ack on the hot path.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// A message fragment.
+    Data(DataFrame<'a>),
+    /// An acknowledgement.
+    Ack(AckFrame),
+}
+
+/// A datagram whose header and every frame have been validated.
+#[derive(Debug, Clone, Copy)]
+pub struct Datagram<'a> {
+    /// The header.
+    pub header: Header,
+    frames: &'a [u8],
+}
+
+impl<'a> Datagram<'a> {
+    /// Validates `bytes` as a datagram of job `job_key`. Nothing in the datagram is trusted
+    /// until this returns `Ok`.
+    pub fn parse(bytes: &'a [u8], job_key: u64) -> Result<Self, WireError> {
+        let mut r = Reader { buf: bytes, pos: 0 };
+        let magic = r.array::<4>("magic")?;
+        if magic != MAGIC {
+            return Err(WireError::BadMagic(magic));
+        }
+        let version = r.u8("version")?;
+        if version != VERSION {
+            return Err(WireError::BadVersion(version));
+        }
+        let got = r.u64("job key")?;
+        if got != job_key {
+            return Err(WireError::ForeignJob {
+                got,
+                expected: job_key,
+            });
+        }
+        let src_incarnation = r.u64("source incarnation")?;
+        if src_incarnation == 0 {
+            return Err(WireError::ZeroIncarnation);
+        }
+        let dst_incarnation = r.u64("destination incarnation")?;
+        let frames = bytes.get(HEADER_LEN..).unwrap_or(&[]);
+        let dg = Datagram {
+            header: Header {
+                job_key: got,
+                src_incarnation,
+                dst_incarnation,
+            },
+            frames,
+        };
+        // Validate every frame now so that a datagram is either acted upon whole or not at all.
+        for frame in dg.frames() {
+            frame?;
+        }
+        Ok(dg)
+    }
+
+    /// The frames, in order. After a successful [`Datagram::parse`] every item is `Ok`.
+    pub fn frames(&self) -> Frames<'a> {
+        Frames {
+            r: Reader {
+                buf: self.frames,
+                pos: 0,
+            },
+            base: HEADER_LEN,
+            failed: false,
+        }
+    }
+}
+
+/// Iterator over the frames of a [`Datagram`]; stops after the first error.
+#[derive(Debug, Clone)]
+pub struct Frames<'a> {
+    r: Reader<'a>,
+    base: usize,
+    failed: bool,
+}
+
+impl<'a> Iterator for Frames<'a> {
+    type Item = Result<Frame<'a>, WireError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.r.remaining() == 0 {
+            return None;
+        }
+        let item = self.decode_frame();
+        if item.is_err() {
+            self.failed = true;
+        }
+        Some(item)
+    }
+}
+
+impl<'a> Frames<'a> {
+    fn decode_frame(&mut self) -> Result<Frame<'a>, WireError> {
+        let at = self.base.saturating_add(self.r.pos);
+        let kind = self.r.u8("frame type").map_err(|e| self.rebase(e))?;
+        match kind {
+            FRAME_DATA => self.decode_data().map(Frame::Data),
+            FRAME_ACK => self.decode_ack().map(Frame::Ack),
+            _ => Err(WireError::UnknownFrame { kind, at }),
+        }
+    }
+
+    fn decode_data(&mut self) -> Result<DataFrame<'a>, WireError> {
+        let seq = self.r.u64("data seq").map_err(|e| self.rebase(e))?;
+        let total = self.r.u32("data total").map_err(|e| self.rebase(e))?;
+        let offset = self.r.u32("data offset").map_err(|e| self.rebase(e))?;
+        let len = self.r.u32("data length").map_err(|e| self.rebase(e))?;
+        let fits = offset.checked_add(len).is_some_and(|end| end <= total);
+        if !fits {
+            return Err(WireError::FragmentOutOfBounds { offset, len, total });
+        }
+        let payload = self
+            .r
+            .bytes("data payload", len as usize)
+            .map_err(|e| self.rebase(e))?;
+        Ok(DataFrame {
+            seq,
+            total,
+            offset,
+            payload,
+        })
+    }
+
+    fn decode_ack(&mut self) -> Result<AckFrame, WireError> {
+        let cumulative = self.r.u64("ack cumulative").map_err(|e| self.rebase(e))?;
+        let largest = self.r.u64("ack largest").map_err(|e| self.rebase(e))?;
+        let delay = self.r.u32("ack delay").map_err(|e| self.rebase(e))?;
+        let n = self.r.u8("ack range count").map_err(|e| self.rebase(e))?;
+        if usize::from(n) > MAX_SACK_RANGES {
+            return Err(WireError::TooManyRanges(n));
+        }
+        let mut ack = AckFrame::new(cumulative, largest, delay);
+        // Ranges must be non-empty, strictly above the cumulative ack and strictly ascending
+        // with a gap between them (adjacent ranges would have been merged by any sender).
+        let mut floor = cumulative;
+        for _ in 0..n {
+            let start = self.r.u64("ack range start").map_err(|e| self.rebase(e))?;
+            let end = self.r.u64("ack range end").map_err(|e| self.rebase(e))?;
+            if start <= floor || end <= start {
+                return Err(WireError::BadRange { start, end });
+            }
+            floor = end;
+            ack.push_range(SackRange { start, end });
+        }
+        Ok(ack)
+    }
+
+    /// Reports truncation against the whole datagram rather than the frame area.
+    fn rebase(&self, e: WireError) -> WireError {
+        match e {
+            WireError::Truncated {
+                what, at, needed, ..
+            } => WireError::Truncated {
+                what,
+                at: at.saturating_add(self.base),
+                needed,
+                len: self.r.buf.len().saturating_add(self.base),
+            },
+            other => other,
+        }
+    }
+}
+
+/// A bounds-checked little-endian cursor.
+#[derive(Debug, Clone)]
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn remaining(&self) -> usize {
+        self.buf.len().saturating_sub(self.pos)
+    }
+
+    fn bytes(&mut self, what: &'static str, n: usize) -> Result<&'a [u8], WireError> {
+        let slice = self
+            .pos
+            .checked_add(n)
+            .and_then(|end| self.buf.get(self.pos..end))
+            .ok_or(WireError::Truncated {
+                what,
+                at: self.pos,
+                needed: n,
+                len: self.buf.len(),
+            })?;
+        self.pos += n;
+        Ok(slice)
+    }
+
+    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], WireError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.bytes(what, N)?);
+        Ok(out)
+    }
+
+    fn u8(&mut self, what: &'static str) -> Result<u8, WireError> {
+        Ok(self.array::<1>(what)?[0])
+    }
+
+    fn u32(&mut self, what: &'static str) -> Result<u32, WireError> {
+        Ok(u32::from_le_bytes(self.array(what)?))
+    }
+
+    fn u64(&mut self, what: &'static str) -> Result<u64, WireError> {
+        Ok(u64::from_le_bytes(self.array(what)?))
+    }
+}
+
+/// Appends a datagram header to `out`.
+pub fn write_header(out: &mut Vec<u8>, header: &Header) {
+    out.extend_from_slice(&MAGIC);
+    out.push(VERSION);
+    out.extend_from_slice(&header.job_key.to_le_bytes());
+    out.extend_from_slice(&header.src_incarnation.to_le_bytes());
+    out.extend_from_slice(&header.dst_incarnation.to_le_bytes());
+}
+
+/// Appends a DATA frame. The caller guarantees `offset + payload.len() <= total` (the
+/// transport fragments messages no larger than `u32::MAX`); the encoder does not re-check.
+pub fn write_data(out: &mut Vec<u8>, seq: u64, total: u32, offset: u32, payload: &[u8]) {
+    out.push(FRAME_DATA);
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(&total.to_le_bytes());
+    out.extend_from_slice(&offset.to_le_bytes());
+    // Payloads are fragments of at most one datagram; the cast cannot truncate for them.
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(payload);
+}
+
+/// Appends an ACK frame.
+pub fn write_ack(out: &mut Vec<u8>, ack: &AckFrame) {
+    out.push(FRAME_ACK);
+    out.extend_from_slice(&ack.cumulative.to_le_bytes());
+    out.extend_from_slice(&ack.largest.to_le_bytes());
+    out.extend_from_slice(&ack.ack_delay_us.to_le_bytes());
+    out.push(ack.nranges);
+    for r in ack.ranges() {
+        out.extend_from_slice(&r.start.to_le_bytes());
+        out.extend_from_slice(&r.end.to_le_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests;

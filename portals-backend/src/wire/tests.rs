@@ -1,0 +1,325 @@
+use super::*;
+use proptest::prelude::*;
+
+const KEY: u64 = 0x0102_0304_0506_0708;
+
+fn header() -> Header {
+    Header {
+        job_key: KEY,
+        src_incarnation: 0x1122_3344_5566_7788,
+        dst_incarnation: 9,
+    }
+}
+
+fn sample() -> Vec<u8> {
+    let mut out = Vec::new();
+    write_header(&mut out, &header());
+    let mut ack = AckFrame::new(3, 7, 100);
+    assert!(ack.push_range(SackRange { start: 5, end: 8 }));
+    write_ack(&mut out, &ack);
+    write_data(&mut out, 2, 10, 4, b"hello");
+    out
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn golden_vector_is_pinned() {
+    let expected = concat!(
+        // magic, version, job key, src incarnation, dst incarnation
+        "52474e34",
+        "01",
+        "0807060504030201",
+        "8877665544332211",
+        "0900000000000000",
+        // ACK: type, cumulative 3, largest 7, delay 100 us, 1 range [5, 8)
+        "02",
+        "0300000000000000",
+        "0700000000000000",
+        "64000000",
+        "01",
+        "0500000000000000",
+        "0800000000000000",
+        // DATA: type, seq 2, total 10, offset 4, len 5, "hello"
+        "01",
+        "0200000000000000",
+        "0a000000",
+        "04000000",
+        "05000000",
+        "68656c6c6f",
+    );
+    assert_eq!(hex(&sample()), expected);
+}
+
+#[test]
+fn sample_round_trips() {
+    let bytes = sample();
+    let dg = Datagram::parse(&bytes, KEY).unwrap();
+    assert_eq!(dg.header, header());
+    let frames: Vec<Frame<'_>> = dg.frames().map(|f| f.unwrap()).collect();
+    assert_eq!(frames.len(), 2);
+    match frames[0] {
+        Frame::Ack(a) => {
+            assert_eq!((a.cumulative, a.largest, a.ack_delay_us), (3, 7, 100));
+            assert_eq!(a.ranges(), &[SackRange { start: 5, end: 8 }]);
+        }
+        other => panic!("expected ack, got {other:?}"),
+    }
+    assert_eq!(
+        frames[1],
+        Frame::Data(DataFrame {
+            seq: 2,
+            total: 10,
+            offset: 4,
+            payload: b"hello"
+        })
+    );
+}
+
+#[test]
+fn header_only_datagram_has_no_frames() {
+    let mut out = Vec::new();
+    write_header(&mut out, &header());
+    assert_eq!(out.len(), HEADER_LEN);
+    let dg = Datagram::parse(&out, KEY).unwrap();
+    assert_eq!(dg.frames().count(), 0);
+}
+
+#[test]
+fn rejections_are_typed() {
+    let good = sample();
+
+    let mut bad = good.clone();
+    bad[0] = b'X';
+    assert_eq!(
+        Datagram::parse(&bad, KEY).unwrap_err(),
+        WireError::BadMagic(*b"XGN4")
+    );
+
+    let mut bad = good.clone();
+    bad[4] = 7;
+    assert_eq!(
+        Datagram::parse(&bad, KEY).unwrap_err(),
+        WireError::BadVersion(7)
+    );
+
+    assert_eq!(
+        Datagram::parse(&good, 5).unwrap_err(),
+        WireError::ForeignJob {
+            got: KEY,
+            expected: 5
+        }
+    );
+
+    let mut bad = good.clone();
+    bad[13..21].fill(0);
+    assert_eq!(
+        Datagram::parse(&bad, KEY).unwrap_err(),
+        WireError::ZeroIncarnation
+    );
+
+    assert_eq!(
+        Datagram::parse(&good[..10], KEY).unwrap_err(),
+        WireError::Truncated {
+            what: "job key",
+            at: 5,
+            needed: 8,
+            len: 10
+        }
+    );
+
+    // Payload cut short: the last DATA frame claims 5 bytes, only 2 remain.
+    let cut = good.len() - 3;
+    assert_eq!(
+        Datagram::parse(&good[..cut], KEY).unwrap_err(),
+        WireError::Truncated {
+            what: "data payload",
+            at: cut - 2,
+            needed: 5,
+            len: cut
+        }
+    );
+
+    let mut bad = good.clone();
+    bad.push(0x7f);
+    assert_eq!(
+        Datagram::parse(&bad, KEY).unwrap_err(),
+        WireError::UnknownFrame {
+            kind: 0x7f,
+            at: good.len()
+        }
+    );
+}
+
+#[test]
+fn fragment_outside_message_is_rejected() {
+    let mut out = Vec::new();
+    write_header(&mut out, &header());
+    write_data(&mut out, 0, 3, 2, b"ab");
+    assert_eq!(
+        Datagram::parse(&out, KEY).unwrap_err(),
+        WireError::FragmentOutOfBounds {
+            offset: 2,
+            len: 2,
+            total: 3
+        }
+    );
+    // offset + len overflowing u32 is the same error, not a panic.
+    let mut out = Vec::new();
+    write_header(&mut out, &header());
+    out.push(0x01);
+    out.extend_from_slice(&0u64.to_le_bytes());
+    out.extend_from_slice(&u32::MAX.to_le_bytes());
+    out.extend_from_slice(&u32::MAX.to_le_bytes());
+    out.extend_from_slice(&2u32.to_le_bytes());
+    assert_eq!(
+        Datagram::parse(&out, KEY).unwrap_err(),
+        WireError::FragmentOutOfBounds {
+            offset: u32::MAX,
+            len: 2,
+            total: u32::MAX
+        }
+    );
+}
+
+#[test]
+fn bad_ack_ranges_are_rejected() {
+    let ack_with = |cum: u64, ranges: &[(u64, u64)], count: u8| {
+        let mut out = Vec::new();
+        write_header(&mut out, &header());
+        out.push(0x02);
+        out.extend_from_slice(&cum.to_le_bytes());
+        out.extend_from_slice(&0u64.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.push(count);
+        for (s, e) in ranges {
+            out.extend_from_slice(&s.to_le_bytes());
+            out.extend_from_slice(&e.to_le_bytes());
+        }
+        out
+    };
+    assert_eq!(
+        Datagram::parse(&ack_with(4, &[(4, 6)], 1), KEY).unwrap_err(),
+        WireError::BadRange { start: 4, end: 6 }
+    );
+    assert_eq!(
+        Datagram::parse(&ack_with(0, &[(3, 3)], 1), KEY).unwrap_err(),
+        WireError::BadRange { start: 3, end: 3 }
+    );
+    assert_eq!(
+        Datagram::parse(&ack_with(0, &[(3, 6), (6, 8)], 2), KEY).unwrap_err(),
+        WireError::BadRange { start: 6, end: 8 }
+    );
+    assert_eq!(
+        Datagram::parse(&ack_with(0, &[], 17), KEY).unwrap_err(),
+        WireError::TooManyRanges(17)
+    );
+    // A count that promises more ranges than the datagram holds is truncation.
+    assert!(matches!(
+        Datagram::parse(&ack_with(0, &[(3, 6)], 2), KEY).unwrap_err(),
+        WireError::Truncated {
+            what: "ack range start",
+            ..
+        }
+    ));
+}
+
+#[test]
+fn ack_frame_capacity_is_bounded() {
+    let mut ack = AckFrame::new(0, 0, 0);
+    for i in 0..MAX_SACK_RANGES as u64 {
+        assert!(ack.push_range(SackRange {
+            start: 2 * i + 1,
+            end: 2 * i + 2
+        }));
+    }
+    assert!(!ack.push_range(SackRange {
+        start: 1000,
+        end: 1001
+    }));
+    assert_eq!(ack.encoded_len(), ACK_FRAME_MAX);
+    let mut out = Vec::new();
+    write_ack(&mut out, &ack);
+    assert_eq!(out.len(), ACK_FRAME_MAX);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4096))]
+
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+        if let Ok(dg) = Datagram::parse(&bytes, KEY) {
+            for f in dg.frames() {
+                prop_assert!(f.is_ok());
+            }
+        }
+    }
+
+    #[test]
+    fn random_frames_after_valid_header_never_panic(
+        tail in proptest::collection::vec(any::<u8>(), 0..300)
+    ) {
+        let mut bytes = Vec::new();
+        write_header(&mut bytes, &header());
+        bytes.extend_from_slice(&tail);
+        if let Ok(dg) = Datagram::parse(&bytes, KEY) {
+            for f in dg.frames() {
+                prop_assert!(f.is_ok());
+            }
+        }
+    }
+
+    #[test]
+    fn mutated_valid_datagrams_never_panic(
+        edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8),
+        cut in any::<usize>(),
+    ) {
+        let mut bytes = sample();
+        for (pos, val) in edits {
+            let i = pos % bytes.len();
+            bytes[i] = val;
+        }
+        let len = bytes.len();
+        bytes.truncate(cut % (len + 1));
+        if let Ok(dg) = Datagram::parse(&bytes, KEY) {
+            for f in dg.frames() {
+                prop_assert!(f.is_ok());
+            }
+        }
+    }
+
+    #[test]
+    fn encode_decode_round_trip(
+        seq in any::<u64>(),
+        payload in proptest::collection::vec(any::<u8>(), 0..100),
+        extra in 0u32..1000,
+        cum in 0u64..1_000_000,
+        gaps in proptest::collection::vec((1u64..50, 1u64..50), 0..MAX_SACK_RANGES),
+        delay in any::<u32>(),
+    ) {
+        let total = payload.len() as u32 + extra;
+        let offset = extra / 2;
+        let mut ack = AckFrame::new(cum, cum + 7, delay);
+        let mut at = cum;
+        for (gap, len) in gaps {
+            at += gap;
+            let pushed = ack.push_range(SackRange { start: at, end: at + len });
+            prop_assert!(pushed);
+            at += len;
+        }
+        let mut bytes = Vec::new();
+        write_header(&mut bytes, &header());
+        write_ack(&mut bytes, &ack);
+        write_data(&mut bytes, seq, total, offset, &payload);
+        let dg = Datagram::parse(&bytes, KEY).unwrap();
+        let frames: Vec<_> = dg.frames().map(|f| f.unwrap()).collect();
+        prop_assert_eq!(frames.len(), 2);
+        prop_assert_eq!(frames[0], Frame::Ack(ack));
+        prop_assert_eq!(
+            frames[1],
+            Frame::Data(DataFrame { seq, total, offset, payload: &payload })
+        );
+    }
+}
