@@ -19,6 +19,7 @@ use crate::engine::{
 use crate::error::{PtlError, PtlResult};
 use crate::stack::Stack;
 use crate::transport::{Transport, TransportConfig};
+use crate::udp::UdpEndpoint;
 use crate::types::{
     CtEvent, ListKind, NiKind, NiLimits, PhysId, ProcessId, PtIndex, PtOptions, SrIndex, Uid,
 };
@@ -27,14 +28,29 @@ use crate::types::{
 pub trait Link: Send + Sync {
     /// The address peers reach this link at.
     fn local_id(&self) -> PhysId;
-    /// Sends one datagram. `Ok(false)` when the socket buffer is full (try again later).
-    fn send_to(&self, datagram: &[u8], to: PhysId) -> io::Result<bool>;
+    /// Sends one datagram (waiting a bounded time for room in the socket buffer).
+    fn send_to(&self, datagram: &[u8], to: PhysId) -> io::Result<()>;
     /// Receives one datagram into `buf` without blocking; `None` when nothing is waiting.
     fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(usize, PhysId)>>;
     /// Blocks until a datagram may be waiting or `timeout` passes (spurious returns allowed).
     fn wait_readable(&self, timeout: Duration) -> io::Result<()>;
-    /// Blocks until the socket may accept a datagram or `timeout` passes.
-    fn wait_writable(&self, timeout: Duration) -> io::Result<()>;
+}
+
+impl Link for UdpEndpoint {
+    fn local_id(&self) -> PhysId {
+        UdpEndpoint::local_id(self)
+    }
+    fn send_to(&self, datagram: &[u8], to: PhysId) -> io::Result<()> {
+        UdpEndpoint::send_to(self, datagram, to).map_err(io::Error::other)
+    }
+    fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(usize, PhysId)>> {
+        UdpEndpoint::recv(self, buf).map_err(io::Error::other)
+    }
+    fn wait_readable(&self, timeout: Duration) -> io::Result<()> {
+        UdpEndpoint::wait_readable(self, Some(timeout))
+            .map(|_| ())
+            .map_err(io::Error::other)
+    }
 }
 
 /// How an interface is built.
@@ -97,15 +113,13 @@ impl Interface {
         let local = link.local_id();
         let id = NEXT_INTERFACE_ID.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
-        cfg.transport
-            .validate()
-            .map_err(|e| PtlError::arg("Interface::new", e.to_string()))?;
         let transport = Transport::new(
             cfg.transport,
             local,
             crate::transport::random_incarnation(),
             now,
-        );
+        )
+        .map_err(|e| PtlError::arg("Interface::new", e.to_string()))?;
         let engine = Engine::new(local, cfg.uid, id);
         Ok(Interface {
             inner: Arc::new(Inner {
@@ -152,21 +166,10 @@ impl Interface {
     }
 
     fn send_datagram(&self, datagram: &[u8], dest: PhysId) {
-        for _ in 0..3 {
-            match self.inner.link.send_to(datagram, dest) {
-                Ok(true) => return,
-                Ok(false) => {
-                    // Socket buffer full: give the kernel a moment, then retry. If it is still
-                    // full the datagram is left to the transport's retransmission.
-                    let _ = self.inner.link.wait_writable(Duration::from_millis(2));
-                }
-                Err(e) => {
-                    // Unreachable port etc.: the transport's retransmission and peer timeout
-                    // decide what this means.
-                    tracing::debug!(%dest, error = %e, "send_to failed");
-                    return;
-                }
-            }
+        if let Err(e) = self.inner.link.send_to(datagram, dest) {
+            // Socket buffer full for too long, unreachable port, ...: the transport's
+            // retransmission and peer timeout decide what this means.
+            tracing::debug!(%dest, error = %e, "send_to failed");
         }
     }
 

@@ -24,7 +24,8 @@ pub mod baseline;
 pub mod engine;
 pub mod error;
 pub mod handle;
-// pub mod interface; (enabled when the transport lands)
+pub mod interface;
+pub mod stack;
 pub mod memory;
 pub mod proto;
 pub mod sim;
