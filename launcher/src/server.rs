@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::Duration;
@@ -22,7 +21,9 @@ struct State {
     coord: Coordinator,
     conns: HashMap<ConnId, TcpStream>,
     next_id: ConnId,
-    events: Sender<Report>,
+    /// Called under the state lock, in order, before any reply that follows from the report
+    /// is written: the launcher learns of a departure before the failure it causes.
+    on_report: Box<dyn Fn(Report) + Send>,
 }
 
 /// The launcher's bootstrap server. Its threads live until the process exits.
@@ -39,13 +40,13 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 
 impl BootstrapServer {
     /// Listens on `bind` (port 0 picks a free port) for a job of `size` ranks and `num_hosts`
-    /// remote agents; every [`Report`] is sent to `events`.
+    /// remote agents; `on_report` receives every [`Report`] (it must not block).
     pub fn start(
         bind: SocketAddr,
         size: u32,
         num_hosts: u32,
         job_key: u64,
-        events: Sender<Report>,
+        on_report: impl Fn(Report) + Send + 'static,
     ) -> Result<BootstrapServer, ServerError> {
         let listener = TcpListener::bind(bind).map_err(|source| ServerError::Bind {
             addr: bind.to_string(),
@@ -59,7 +60,7 @@ impl BootstrapServer {
             coord: Coordinator::new(size, num_hosts, job_key),
             conns: HashMap::new(),
             next_id: 1,
-            events,
+            on_report: Box::new(on_report),
         }));
         let st = Arc::clone(&state);
         thread::Builder::new()
@@ -138,7 +139,7 @@ fn conn_loop(id: ConnId, mut stream: TcpStream, state: Arc<Mutex<State>>) {
             Ok(Err(e)) | Err(ReadEnd::Bad(e)) => {
                 let st = lock(&state);
                 let what = format!("connection {id} sent a malformed frame: {e}");
-                let _ = st.events.send(Report::Misbehaved { what });
+                (st.on_report)(Report::Misbehaved { what });
                 break;
             }
             Err(ReadEnd::Closed) => break,
@@ -182,9 +183,7 @@ fn apply(st: &mut State, actions: Vec<Action>) {
                     let _ = s.shutdown(Shutdown::Both);
                 }
             }
-            Action::Report(r) => {
-                let _ = st.events.send(r);
-            }
+            Action::Report(r) => (st.on_report)(r),
         }
     }
 }
