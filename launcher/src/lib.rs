@@ -3,4 +3,287 @@
 //! The launcher starts the processes of a job (locally, over SSH or under MPI) and serves the
 //! bootstrap exchange that the conduit uses at start-up: key-value put/fence/get, allgather,
 //! broadcast, barrier and abort (`DESIGN.md` §7).
+//!
+//! A rank calls [`Bootstrap::from_env`]; it reads the `RGASNET_*` variables ([`env`]) that
+//! `rgasnetrun` set and connects to the launcher's [`server::BootstrapServer`] over TCP,
+//! presenting the job key. With the `mpi` feature, a process started by `mpirun` (with or
+//! without `rgasnetrun`) bootstraps through MPI instead.
+//!
+//! Layers: [`proto`] (frames, sans-IO), [`coord`] (the server's state machine, sans-IO),
+//! `client` and [`server`] (thin TCP layers), [`env`] (every variable name).
 #![forbid(unsafe_code)]
+
+mod client;
+pub mod coord;
+pub mod env;
+pub mod error;
+#[cfg(feature = "mpi")]
+mod mpi_boot;
+pub mod proto;
+pub mod server;
+
+pub use error::{BootstrapError, ProtoError, ServerError};
+
+use client::TcpClient;
+use proto::{ToClient, ToServer};
+
+enum Backend {
+    Tcp(TcpClient),
+    #[cfg(feature = "mpi")]
+    Mpi(mpi_boot::MpiBoot),
+}
+
+/// A rank's bootstrap session: who it is in the job and the collective operations used to
+/// exchange addresses at start-up. `Send + Sync`; calls from several threads are serialized.
+///
+/// Collectives (`fence`, `allgather`, `broadcast`, `barrier`) must be entered by every rank in
+/// the same order; a mismatch or a rank that leaves fails them with
+/// [`BootstrapError::Collective`] instead of hanging.
+pub struct Bootstrap {
+    rank: u32,
+    size: u32,
+    job_key: u64,
+    host_ranks: Vec<u32>,
+    backend: Backend,
+}
+
+impl std::fmt::Debug for Bootstrap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bootstrap")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("host_ranks", &self.host_ranks)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "mpi")]
+const MPI_HINT: &str = ", or under MPI (`mpirun -np 2 PROGRAM`)";
+#[cfg(not(feature = "mpi"))]
+const MPI_HINT: &str = "";
+
+impl Bootstrap {
+    /// Joins the job this process was started in: from the `RGASNET_*` variables set by
+    /// `rgasnetrun`, or (feature `mpi`) from an MPI environment when those are absent.
+    pub fn from_env() -> Result<Bootstrap, BootstrapError> {
+        let get = |k: &str| std::env::var_os(k).map(|v| v.to_string_lossy().into_owned());
+        match env::parse_rank_env(get)? {
+            Some(e) => Self::connect(e),
+            None => Self::from_mpi_or_fail(),
+        }
+    }
+
+    /// Joins a job over TCP with explicitly given parameters (what [`from_env`](Self::from_env)
+    /// does after reading the environment); useful to embed the bootstrap in tests.
+    pub fn connect(e: env::RankEnv) -> Result<Bootstrap, BootstrapError> {
+        let client = TcpClient::connect(&e.bootstrap, e.job_key, e.rank)?;
+        Ok(Bootstrap {
+            rank: e.rank,
+            size: e.size,
+            job_key: e.job_key,
+            host_ranks: e.host_ranks,
+            backend: Backend::Tcp(client),
+        })
+    }
+
+    #[cfg(feature = "mpi")]
+    fn from_mpi_or_fail() -> Result<Bootstrap, BootstrapError> {
+        if !mpi_boot::in_mpi_env() {
+            return Err(BootstrapError::NotLaunched {
+                missing: env::RANK,
+                mpi_hint: MPI_HINT,
+            });
+        }
+        let (m, info) = mpi_boot::MpiBoot::start()?;
+        Ok(Bootstrap {
+            rank: info.rank,
+            size: info.size,
+            job_key: info.job_key,
+            host_ranks: info.host_ranks,
+            backend: Backend::Mpi(m),
+        })
+    }
+
+    #[cfg(not(feature = "mpi"))]
+    fn from_mpi_or_fail() -> Result<Bootstrap, BootstrapError> {
+        Err(BootstrapError::NotLaunched {
+            missing: env::RANK,
+            mpi_hint: MPI_HINT,
+        })
+    }
+
+    /// This process's rank, `0..size()`.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Number of ranks in the job.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// The job's random 64-bit key (the same on every rank).
+    pub fn job_key(&self) -> u64 {
+        self.job_key
+    }
+
+    /// Ranks spawned on this rank's host (same host name), sorted, including this rank.
+    pub fn host_ranks(&self) -> &[u32] {
+        &self.host_ranks
+    }
+
+    /// Stores `value` under `key`; other ranks can `get` it after the next [`fence`](Self::fence).
+    pub fn put(&self, key: &str, value: &[u8]) -> Result<(), BootstrapError> {
+        match &self.backend {
+            Backend::Tcp(c) => {
+                let msg = ToServer::Put {
+                    key: key.to_string(),
+                    value: value.to_vec(),
+                };
+                c.call("put", &msg, true).map(|_| ())
+            }
+            #[cfg(feature = "mpi")]
+            Backend::Mpi(m) => m.put(key, value),
+        }
+    }
+
+    /// Collective: returns when every rank's earlier puts are visible to every rank.
+    pub fn fence(&self) -> Result<(), BootstrapError> {
+        match &self.backend {
+            Backend::Tcp(c) => expect_done(c.call("fence", &ToServer::Fence, false)?, "fence"),
+            #[cfg(feature = "mpi")]
+            Backend::Mpi(m) => m.fence(),
+        }
+    }
+
+    /// Reads `key`. After a fence, a key that no rank put is [`BootstrapError::KeyNotFound`].
+    pub fn get(&self, key: &str) -> Result<Vec<u8>, BootstrapError> {
+        let value = match &self.backend {
+            Backend::Tcp(c) => {
+                let msg = ToServer::Get {
+                    key: key.to_string(),
+                };
+                match c.call("get", &msg, false)? {
+                    Some(ToClient::Value { value }) => value,
+                    other => return Err(unexpected("get", other)),
+                }
+            }
+            #[cfg(feature = "mpi")]
+            Backend::Mpi(m) => m.get(key)?,
+        };
+        value.ok_or_else(|| BootstrapError::KeyNotFound {
+            key: key.to_string(),
+        })
+    }
+
+    /// Collective: every rank contributes a blob of the same size; returns all blobs in rank
+    /// order. Different sizes fail on every rank with [`BootstrapError::Collective`].
+    pub fn allgather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, BootstrapError> {
+        let blobs = match &self.backend {
+            Backend::Tcp(c) => {
+                let msg = ToServer::Allgather {
+                    data: mine.to_vec(),
+                };
+                match c.call("allgather", &msg, false)? {
+                    Some(ToClient::Gathered { blobs }) => blobs,
+                    other => return Err(unexpected("allgather", other)),
+                }
+            }
+            #[cfg(feature = "mpi")]
+            Backend::Mpi(m) => m.allgather(mine)?,
+        };
+        if blobs.len() != self.size as usize || blobs.iter().any(|b| b.len() != mine.len()) {
+            return Err(BootstrapError::Collective {
+                op: "allgather",
+                reason: format!(
+                    "the launcher returned {} blobs for {} ranks or blobs of the wrong size",
+                    blobs.len(),
+                    self.size
+                ),
+            });
+        }
+        Ok(blobs)
+    }
+
+    /// Collective: returns `root`'s bytes on every rank. The root passes `Some(data)`; other
+    /// ranks pass `None` (anything they pass is ignored).
+    pub fn broadcast(&self, root: u32, data: Option<&[u8]>) -> Result<Vec<u8>, BootstrapError> {
+        if root >= self.size {
+            return Err(BootstrapError::InvalidArgument {
+                op: "broadcast",
+                reason: format!("root {root} is not below the job size {}", self.size),
+            });
+        }
+        let data = if root == self.rank {
+            Some(data.ok_or_else(|| BootstrapError::InvalidArgument {
+                op: "broadcast",
+                reason: format!("rank {root} is the root and must pass Some(data)"),
+            })?)
+        } else {
+            None
+        };
+        match &self.backend {
+            Backend::Tcp(c) => {
+                let msg = ToServer::Broadcast {
+                    root,
+                    data: data.map(<[u8]>::to_vec),
+                };
+                match c.call("broadcast", &msg, false)? {
+                    Some(ToClient::Broadcasted { data }) => Ok(data),
+                    other => Err(unexpected("broadcast", other)),
+                }
+            }
+            #[cfg(feature = "mpi")]
+            Backend::Mpi(m) => m.broadcast(root, data),
+        }
+    }
+
+    /// Collective: returns when every rank has entered the barrier.
+    pub fn barrier(&self) -> Result<(), BootstrapError> {
+        match &self.backend {
+            Backend::Tcp(c) => {
+                expect_done(c.call("barrier", &ToServer::Barrier, false)?, "barrier")
+            }
+            #[cfg(feature = "mpi")]
+            Backend::Mpi(m) => m.barrier(),
+        }
+    }
+
+    /// Ends the whole job with exit status `code` (non-collective, any rank, any thread). The
+    /// launcher stops every other rank; this process exits with `code` after the launcher
+    /// acknowledged, or after a short bounded wait if the launcher is gone.
+    pub fn abort(&self, code: i32) -> ! {
+        match &self.backend {
+            Backend::Tcp(c) => c.send_abort(code),
+            #[cfg(feature = "mpi")]
+            Backend::Mpi(m) => m.abort(code),
+        }
+        std::process::exit(code)
+    }
+}
+
+fn expect_done(reply: Option<ToClient>, op: &'static str) -> Result<(), BootstrapError> {
+    match reply {
+        Some(ToClient::Done) => Ok(()),
+        other => Err(unexpected(op, other)),
+    }
+}
+
+fn unexpected(op: &'static str, reply: Option<ToClient>) -> BootstrapError {
+    BootstrapError::UnexpectedReply {
+        op,
+        got: reply.as_ref().map_or("nothing", ToClient::name),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn bootstrap_is_send_and_sync() {
+        assert_send_sync::<Bootstrap>();
+    }
+}
