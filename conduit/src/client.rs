@@ -55,15 +55,15 @@ pub(crate) struct Attached {
     pub(crate) am_eq: EqHandle,
     pub(crate) send: Mutex<SendState>,
     pub(crate) recv: Mutex<RecvState>,
-    /// The non-matching NI's list entry over the segment (kept for the extended API).
-    pub(crate) rma_le: MeHandle,
+    /// The non-matching NI's list entry over the segment (held for the client's lifetime).
+    pub(crate) _rma_le: MeHandle,
     pub(crate) send_small_md: MdHandle,
     pub(crate) send_large_md: MdHandle,
     pub(crate) send_eq: EqHandle,
 }
 
 /// Shared state behind a [`Client`].
-pub struct Inner {
+pub(crate) struct Inner {
     pub(crate) boot: Bootstrap,
     pub(crate) config: Config,
     pub(crate) rank: u32,
@@ -199,6 +199,17 @@ impl Client {
     /// handlers, sets up the AM receive resources, exchanges segment sizes and ends in a
     /// barrier. Returns the handler index of each handler, in the order given.
     pub fn attach(&self, segment_size: u64, handlers: Vec<Handler>) -> Result<Vec<u8>, AttachError> {
+        self.attach_with_internal(segment_size, Vec::new(), handlers)
+    }
+
+    /// [`attach`](Self::attach) for layers built on the client (the extended API): `internal`
+    /// handlers take fixed indices 0–127, reserved for rgasnet.
+    pub fn attach_with_internal(
+        &self,
+        segment_size: u64,
+        internal: Vec<Handler>,
+        handlers: Vec<Handler>,
+    ) -> Result<Vec<u8>, AttachError> {
         let inner = &*self.inner;
         if inner.attached.get().is_some() {
             return Err(AttachError::AlreadyAttached);
@@ -212,6 +223,7 @@ impl Client {
         }
         let mut table = HandlerTable::new();
         crate::internal::register(&mut table);
+        table.register_reserved(internal)?;
         let indices = table.register_client(handlers)?;
 
         let cfg = &inner.config;
@@ -303,7 +315,7 @@ impl Client {
             am_eq,
             send: Mutex::new(send),
             recv: Mutex::new(recv),
-            rma_le,
+            _rma_le: rma_le,
             send_small_md,
             send_large_md,
             send_eq,

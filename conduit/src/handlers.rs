@@ -104,6 +104,14 @@ pub enum RegisterError {
         /// The handler holding it.
         other: String,
     },
+    /// An internal handler without a fixed index below 128.
+    #[error("internal handler `{name}` needs a fixed index below 128, got {index:?}")]
+    NotReserved {
+        /// Handler name.
+        name: String,
+        /// Index given.
+        index: Option<u8>,
+    },
     /// More than 128 client handlers.
     #[error("handler `{name}`: all 128 client handler indices are taken")]
     Full {
@@ -142,14 +150,28 @@ impl HandlerTable {
         }
     }
 
-    /// Registers rgasnet's own handler at a reserved index.
-    pub(crate) fn register_internal(&mut self, index: u8, h: Handler) {
-        self.entries[usize::from(index)] = Some(Entry {
-            category: h.category,
-            argc: h.argc,
-            name: h.name,
-            func: h.func,
-        });
+    /// Registers rgasnet's own handlers at their fixed reserved indices (0–127).
+    pub(crate) fn register_reserved(&mut self, handlers: Vec<Handler>) -> Result<(), RegisterError> {
+        for h in handlers {
+            let index = match h.index {
+                Some(i) if i < CLIENT_FIRST => i,
+                other => {
+                    return Err(RegisterError::NotReserved {
+                        name: h.name.clone(),
+                        index: other,
+                    })
+                }
+            };
+            if let Some(other) = &self.entries[usize::from(index)] {
+                return Err(RegisterError::Taken {
+                    name: h.name.clone(),
+                    index,
+                    other: other.name.clone(),
+                });
+            }
+            self.set(index, &h);
+        }
+        Ok(())
     }
 
     /// Registers client handlers: fixed indices first, then assigned ones in order. Returns the

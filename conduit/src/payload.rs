@@ -8,21 +8,21 @@ use crate::matchbits::{AmHeader, Protocol};
 /// A body that does not agree with its header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("AM body of {got} bytes does not match its header ({argc} args, {protocol:?}, payload {payload_len}): expected {expected}")]
-pub struct BodyError {
+pub(crate) struct BodyError {
     /// Bytes received.
-    pub got: u64,
+    pub(crate) got: u64,
     /// Bytes the header implies.
-    pub expected: u64,
+    pub(crate) expected: u64,
     /// Header argument count.
-    pub argc: u8,
+    pub(crate) argc: u8,
     /// Header protocol.
-    pub protocol: Protocol,
+    pub(crate) protocol: Protocol,
     /// Header payload length.
-    pub payload_len: u64,
+    pub(crate) payload_len: u64,
 }
 
 /// Bytes of the body before the payload.
-pub fn prefix_len(protocol: Protocol, argc: usize) -> usize {
+pub(crate) fn prefix_len(protocol: Protocol, argc: usize) -> usize {
     argc * 4
         + match protocol {
             Protocol::LongPacked | Protocol::Long => 8,
@@ -31,7 +31,7 @@ pub fn prefix_len(protocol: Protocol, argc: usize) -> usize {
 }
 
 /// Bytes of the whole body the header describes (for `Long`, the payload travels separately).
-pub fn body_len(h: &AmHeader) -> u64 {
+pub(crate) fn body_len(h: &AmHeader) -> u64 {
     let carried = match h.protocol {
         Protocol::Short | Protocol::Long => 0,
         Protocol::Medium | Protocol::LongPacked => h.payload_len,
@@ -40,7 +40,7 @@ pub fn body_len(h: &AmHeader) -> u64 {
 }
 
 /// Writes the body into `out` (cleared first).
-pub fn encode(
+pub(crate) fn encode(
     out: &mut Vec<u8>,
     protocol: Protocol,
     args: &[u32],
@@ -61,26 +61,20 @@ pub fn encode(
 
 /// A decoded body, borrowing the payload.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Body<'a> {
+pub(crate) struct Body<'a> {
     /// Arguments (at most 16).
-    pub args: [u32; 16],
+    pub(crate) args: [u32; 16],
     /// Number of valid entries of `args`.
-    pub argc: usize,
+    pub(crate) argc: usize,
     /// Target segment offset of a Long payload.
-    pub long_offset: Option<u64>,
+    pub(crate) long_offset: Option<u64>,
     /// The carried payload (Medium, LongPacked), else empty.
-    pub payload: &'a [u8],
+    pub(crate) payload: &'a [u8],
 }
 
-impl Body<'_> {
-    /// The valid arguments.
-    pub fn args(&self) -> &[u32] {
-        &self.args[..self.argc]
-    }
-}
 
 /// Decodes a body against its header.
-pub fn decode<'a>(h: &AmHeader, body: &'a [u8]) -> Result<Body<'a>, BodyError> {
+pub(crate) fn decode<'a>(h: &AmHeader, body: &'a [u8]) -> Result<Body<'a>, BodyError> {
     let expected = body_len(h);
     let err = BodyError {
         got: body.len() as u64,
@@ -136,7 +130,7 @@ mod tests {
         encode(&mut buf, Protocol::Medium, &[1, 2, 0xdead_beef], None, b"hello");
         assert_eq!(&buf[..4], &[1, 0, 0, 0]);
         let b = decode(&hdr(Protocol::Medium, 3, 5), &buf).unwrap();
-        assert_eq!(b.args(), &[1, 2, 0xdead_beef]);
+        assert_eq!(&b.args[..b.argc], &[1, 2, 0xdead_beef]);
         assert_eq!(b.payload, b"hello");
         assert_eq!(b.long_offset, None);
 
@@ -153,7 +147,7 @@ mod tests {
 
         encode(&mut buf, Protocol::Short, &[9; 16], None, &[]);
         let b = decode(&hdr(Protocol::Short, 16, 0), &buf).unwrap();
-        assert_eq!(b.args(), &[9; 16]);
+        assert_eq!(&b.args[..b.argc], &[9; 16]);
     }
 
     #[test]
