@@ -115,7 +115,14 @@ fn main() -> ExitCode {
         "exit-in-barrier" | "abort" | "signal" => {
             if b.rank() == target {
                 match mode.as_str() {
-                    "exit-in-barrier" => std::process::exit(code),
+                    "exit-in-barrier" => {
+                        // Lets the tests measure the time from this exit to the launcher's.
+                        let ms = std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |d| d.as_millis());
+                        println!("EXITING_AT_MS={ms}");
+                        std::process::exit(code)
+                    }
                     "abort" => b.abort(code),
                     _ => {
                         let _ = nix::sys::signal::kill(

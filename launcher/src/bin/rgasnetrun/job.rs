@@ -82,10 +82,16 @@ pub(crate) struct Supervisor {
     pub(crate) pids: Vec<Option<u32>>,
     pub(crate) grace: Duration,
     pub(crate) verbose: bool,
+    /// Names the single supervised process when it is not a rank (`mpirun`).
+    pub(crate) label: Option<&'static str>,
 }
 
 impl Supervisor {
     fn where_(&self, rank: u32) -> String {
+        if let Some(l) = self.label {
+            let pid = self.pids.first().copied().flatten().unwrap_or(0);
+            return format!("{l} (pid {pid})");
+        }
         let host = self
             .rank_host
             .get(rank as usize)

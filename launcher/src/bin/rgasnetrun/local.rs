@@ -125,6 +125,7 @@ pub(crate) fn run(job: &Job) -> Result<i32> {
         pids,
         grace,
         verbose: job.verbose,
+        label: None,
     };
     let code = sup.run(&mut children);
     outputs.drain(Instant::now() + Duration::from_secs(1));

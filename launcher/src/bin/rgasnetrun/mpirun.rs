@@ -141,6 +141,7 @@ pub(crate) fn run(job: &Job) -> Result<i32> {
         pids: vec![Some(pid)],
         grace: kill_grace()?,
         verbose: job.verbose,
+        label: Some("mpirun"),
     };
     let mut fleet = (children, ());
     let code = sup.run(&mut fleet);

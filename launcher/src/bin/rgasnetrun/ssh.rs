@@ -320,6 +320,7 @@ pub(crate) fn run(job: &Job) -> Result<i32> {
         // Agents run their own SIGTERM→SIGKILL grace; ssh is killed only if they do not finish.
         grace: grace + Duration::from_secs(2),
         verbose: job.verbose,
+        label: None,
     };
     let mut fleet = SshFleet { ssh, server };
     let code = sup.run(&mut fleet);
