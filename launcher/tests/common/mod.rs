@@ -13,17 +13,9 @@ pub fn rgasnetrun() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_rgasnetrun"))
 }
 
-/// The `bootstrap_check` example (cargo builds examples before integration tests).
+/// The bootstrap test program (`src/bin/bootstrap_check.rs`).
 pub fn check_prog() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap();
-    let p = dir.join("examples").join("bootstrap_check");
-    assert!(
-        p.is_file(),
-        "{} missing: run through `cargo test`",
-        p.display()
-    );
-    p
+    PathBuf::from(env!("CARGO_BIN_EXE_rgasnet-bootstrap-check"))
 }
 
 /// What a finished command did.
