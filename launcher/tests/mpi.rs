@@ -1,5 +1,7 @@
 //! The mpi spawner and the MPI bootstrap (feature `mpi`), with Open MPI on this machine.
 #![cfg(feature = "mpi")]
+// Test code: helpers outside #[test] functions panic on purpose to fail the test.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

@@ -1,6 +1,8 @@
 //! Multi-process tests of the ssh spawner against a real OpenSSH server that the test starts on
 //! 127.0.0.1 with its own config, host key and client key in a temporary directory. Two
 //! "hosts" (`127.0.0.1` and `localhost`) × 2 ranks.
+// Test code: helpers outside #[test] functions panic on purpose to fail the test.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

@@ -1,5 +1,7 @@
 //! The TCP bootstrap in one process: a real `BootstrapServer`, ranks as threads using
 //! `Bootstrap::connect`, and fake launchers that misbehave.
+// Test code: helpers outside #[test] functions panic on purpose to fail the test.
+#![allow(clippy::unwrap_used)]
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};

@@ -139,8 +139,19 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
-/// Prints the skip line that scripts/test.sh collects.
+/// Prints the skip line, and appends it to `$RGASNET_SKIP_LOG` when set (scripts/test.sh
+/// collects that file into its summary, since cargo captures test output).
 pub fn skip(test: &str, why: &str) {
-    println!("SKIPPED: {test} — {why}");
-    eprintln!("SKIPPED: {test} — {why}");
+    let line = format!("SKIPPED: {test} — {why}");
+    println!("{line}");
+    if let Some(path) = std::env::var_os("RGASNET_SKIP_LOG") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{line}");
+        }
+    }
 }
