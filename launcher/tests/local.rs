@@ -1,4 +1,6 @@
 //! Multi-process tests of the local spawner: real jobs through `rgasnetrun`.
+// Test code: helpers outside #[test] functions panic on purpose to fail the test.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 
@@ -236,6 +238,14 @@ fn dry_run_prints_and_starts_nothing() {
     assert_eq!(lines.len(), 3);
 }
 
+/// Arguments, extra environment, expected exit code, text the error must contain.
+type BadCase = (
+    Vec<String>,
+    Vec<(&'static str, &'static str)>,
+    i32,
+    &'static str,
+);
+
 #[test]
 fn bad_input_is_one_line_fast_and_nonzero() {
     let dir = std::env::temp_dir().join(format!("rgasnet-badinput-{}", std::process::id()));
@@ -244,7 +254,7 @@ fn bad_input_is_one_line_fast_and_nonzero() {
     std::fs::write(&hf, "node1\nnode2 slots=2 extra\n").unwrap();
     let plain = dir.join("plain");
     std::fs::write(&plain, "x").unwrap();
-    let cases: Vec<(Vec<String>, Vec<(&str, &str)>, i32, &str)> = vec![
+    let cases: Vec<BadCase> = vec![
         (
             vec!["-n".into(), "0".into(), "true".into()],
             vec![],

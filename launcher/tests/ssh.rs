@@ -1,6 +1,8 @@
 //! Multi-process tests of the ssh spawner against a real OpenSSH server that the test starts on
 //! 127.0.0.1 with its own config, host key and client key in a temporary directory. Two
 //! "hosts" (`127.0.0.1` and `localhost`) × 2 ranks.
+// Test code: helpers outside #[test] functions panic on purpose to fail the test.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 
@@ -46,7 +48,13 @@ fn start_sshd(test: &str) -> Option<Sshd> {
         .filter(|p| !Path::new(p).exists())
         .collect();
     if !missing.is_empty() {
-        skip(test, &format!("{} not installed; fix: apt-get install -y openssh-server openssh-client", missing.join(", ")));
+        skip(
+            test,
+            &format!(
+                "{} not installed; fix: apt-get install -y openssh-server openssh-client",
+                missing.join(", ")
+            ),
+        );
         return None;
     }
     let dir = std::env::temp_dir().join(format!("rgasnet-sshd-{}-{test}", std::process::id()));
@@ -57,7 +65,11 @@ fn start_sshd(test: &str) -> Option<Sshd> {
     keygen(&dir.join("client_key"));
     std::fs::copy(dir.join("client_key.pub"), dir.join("authorized_keys")).unwrap();
     // A free port: bind, read it, release; sshd binds it right after.
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let config = format!(
         "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n\
          AuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin yes\nStrictModes no\nUsePAM no\n\
@@ -76,7 +88,11 @@ fn start_sshd(test: &str) -> Option<Sshd> {
     let sshd = Sshd { dir, port, child };
     let t0 = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "sshd did not start: {}", std::fs::read_to_string(sshd.dir.join("sshd.log")).unwrap_or_default());
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "sshd did not start: {}",
+            std::fs::read_to_string(sshd.dir.join("sshd.log")).unwrap_or_default()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     Some(sshd)
@@ -99,36 +115,88 @@ impl Sshd {
 
 #[test]
 fn ssh_two_hosts_two_ranks_bootstrap_values() {
-    let Some(sshd) = start_sshd("ssh_two_hosts_two_ranks_bootstrap_values") else { return };
+    let Some(sshd) = start_sshd("ssh_two_hosts_two_ranks_bootstrap_values") else {
+        return;
+    };
     let prog = check_prog();
-    let r = run(sshd.launcher(&["-n", "4", prog.to_str().unwrap(), "check"]), LIMIT);
-    assert_check_output(&r, 4, &|rank| if rank < 2 { vec![0, 1] } else { vec![2, 3] });
+    let r = run(
+        sshd.launcher(&["-n", "4", prog.to_str().unwrap(), "check"]),
+        LIMIT,
+    );
+    assert_check_output(&r, 4, &|rank| {
+        if rank < 2 {
+            vec![0, 1]
+        } else {
+            vec![2, 3]
+        }
+    });
 }
 
 #[test]
 fn ssh_forwards_named_and_gasnet_variables() {
-    let Some(sshd) = start_sshd("ssh_forwards_named_and_gasnet_variables") else { return };
+    let Some(sshd) = start_sshd("ssh_forwards_named_and_gasnet_variables") else {
+        return;
+    };
     let prog = check_prog();
-    let mut c = sshd.launcher(&["-n", "2", "-N", "2", "-E", "RGASNET_TEST_EXPORT_PLAIN", "--tag-output", prog.to_str().unwrap(), "env"]);
+    let mut c = sshd.launcher(&[
+        "-n",
+        "2",
+        "-N",
+        "2",
+        "-E",
+        "RGASNET_TEST_EXPORT_PLAIN",
+        "--tag-output",
+        prog.to_str().unwrap(),
+        "env",
+    ]);
     c.env("RGASNET_TEST_EXPORT_PLAIN", "it's here");
     let r = run(c, LIMIT);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(r.stdout.contains("[0] EXPORTED=it's here"), "{}", r.stdout);
     assert!(r.stdout.contains("[1] EXPORTED=it's here"), "{}", r.stdout);
-    assert!(r.stdout.contains("[0] RGASNET_HOST=127.0.0.1"), "{}", r.stdout);
-    assert!(r.stdout.contains("[1] RGASNET_HOST=localhost"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("[0] RGASNET_HOST=127.0.0.1"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("[1] RGASNET_HOST=localhost"),
+        "{}",
+        r.stdout
+    );
     assert!(r.stdout.contains("[1] RGASNET_SPAWNER=ssh"), "{}", r.stdout);
 }
 
 #[test]
 fn ssh_rank_exit_3_ends_job_with_3_under_2s() {
-    let Some(sshd) = start_sshd("ssh_rank_exit_3_ends_job_with_3_under_2s") else { return };
+    let Some(sshd) = start_sshd("ssh_rank_exit_3_ends_job_with_3_under_2s") else {
+        return;
+    };
     let prog = check_prog();
-    let r = run(sshd.launcher(&["-n", "4", prog.to_str().unwrap(), "exit-in-barrier", "2", "3"]), LIMIT);
+    let r = run(
+        sshd.launcher(&[
+            "-n",
+            "4",
+            prog.to_str().unwrap(),
+            "exit-in-barrier",
+            "2",
+            "3",
+        ]),
+        LIMIT,
+    );
     assert_eq!(r.code, Some(3), "{}", r.stderr);
-    let lines: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("rgasnetrun:")).collect();
+    let lines: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("rgasnetrun:"))
+        .collect();
     assert_eq!(lines.len(), 1, "{}", r.stderr);
-    assert!(lines[0].starts_with("rgasnetrun: rank 2 (host localhost, pid ") && lines[0].contains("exited with code 3"), "{}", lines[0]);
+    assert!(
+        lines[0].starts_with("rgasnetrun: rank 2 (host localhost, pid ")
+            && lines[0].contains("exited with code 3"),
+        "{}",
+        lines[0]
+    );
     let ms = failure_to_exit_ms(&r);
     println!("ssh failure-to-exit: {ms} ms");
     assert!(ms < 2000, "took {ms} ms");
@@ -136,7 +204,9 @@ fn ssh_rank_exit_3_ends_job_with_3_under_2s() {
 
 #[test]
 fn ssh_sigterm_to_launcher_stops_remote_ranks() {
-    let Some(sshd) = start_sshd("ssh_sigterm_to_launcher_stops_remote_ranks") else { return };
+    let Some(sshd) = start_sshd("ssh_sigterm_to_launcher_stops_remote_ranks") else {
+        return;
+    };
     let prog = check_prog();
     let mut c = sshd.launcher(&["-n", "4", prog.to_str().unwrap(), "sleep"]);
     c.stdout(Stdio::piped()).stderr(Stdio::null());
@@ -144,9 +214,23 @@ fn ssh_sigterm_to_launcher_stops_remote_ranks() {
     let out = child.stdout.take().unwrap();
     let mut lines = std::io::BufRead::lines(std::io::BufReader::new(out));
     let pids: Vec<i32> = (0..4)
-        .map(|_| lines.next().unwrap().unwrap().split_whitespace().nth(3).unwrap().parse().unwrap())
+        .map(|_| {
+            lines
+                .next()
+                .unwrap()
+                .unwrap()
+                .split_whitespace()
+                .nth(3)
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
         .collect();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
     let t0 = Instant::now();
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -160,26 +244,56 @@ fn ssh_sigterm_to_launcher_stops_remote_ranks() {
     };
     assert_eq!(status.code(), Some(143));
     while pids.iter().any(|p| alive(*p)) {
-        assert!(t0.elapsed() < Duration::from_secs(10), "remote ranks {pids:?} survived");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "remote ranks {pids:?} survived"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
 
 #[test]
 fn ssh_refusals_are_one_line_errors_within_10s() {
-    let Some(sshd) = start_sshd("ssh_refusals_are_one_line_errors_within_10s") else { return };
+    let Some(sshd) = start_sshd("ssh_refusals_are_one_line_errors_within_10s") else {
+        return;
+    };
     let prog = check_prog();
     let p = prog.to_str().unwrap();
     // Wrong port: connection refused.
-    let mut c = launcher(&["--spawner", "ssh", "--hosts", "127.0.0.1", "-n", "2", p, "check"]);
-    c.env("GASNET_SSH_OPTIONS", format!("-p 1 -o UserKnownHostsFile={}/kh", sshd.dir.display()));
+    let mut c = launcher(&[
+        "--spawner",
+        "ssh",
+        "--hosts",
+        "127.0.0.1",
+        "-n",
+        "2",
+        p,
+        "check",
+    ]);
+    c.env(
+        "GASNET_SSH_OPTIONS",
+        format!("-p 1 -o UserKnownHostsFile={}/kh", sshd.dir.display()),
+    );
     let r = run(c, Duration::from_secs(20));
     assert_eq!(r.code, Some(255), "{}", r.stderr);
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
-    assert!(r.stderr.contains("Connection refused") && r.stderr.contains("ssh to 127.0.0.1"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("Connection refused") && r.stderr.contains("ssh to 127.0.0.1"),
+        "{}",
+        r.stderr
+    );
     assert!(r.elapsed < Duration::from_secs(10));
     // No key: ssh refuses (BatchMode, no prompt).
-    let mut c = launcher(&["--spawner", "ssh", "--hosts", "127.0.0.1", "-n", "2", p, "check"]);
+    let mut c = launcher(&[
+        "--spawner",
+        "ssh",
+        "--hosts",
+        "127.0.0.1",
+        "-n",
+        "2",
+        p,
+        "check",
+    ]);
     c.env("GASNET_SSH_OPTIONS", format!("-p {} -o IdentitiesOnly=yes -o IdentityFile=/nonexistent -o UserKnownHostsFile={}/kh -o StrictHostKeyChecking=no", sshd.port, sshd.dir.display()));
     let r = run(c, Duration::from_secs(20));
     assert_eq!(r.code, Some(255), "{}", r.stderr);
@@ -187,26 +301,61 @@ fn ssh_refusals_are_one_line_errors_within_10s() {
     assert!(r.stderr.contains("Permission denied"), "{}", r.stderr);
     assert!(r.elapsed < Duration::from_secs(10));
     // Program missing on the remote host.
-    let r = run(sshd.launcher(&["-n", "2", "/no/such/prog"]), Duration::from_secs(20));
+    let r = run(
+        sshd.launcher(&["-n", "2", "/no/such/prog"]),
+        Duration::from_secs(20),
+    );
     assert_eq!(r.code, Some(127), "{}", r.stderr);
-    assert!(r.stderr.contains("/no/such/prog") && r.stderr.contains("does not exist"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("/no/such/prog") && r.stderr.contains("does not exist"),
+        "{}",
+        r.stderr
+    );
     assert!(r.elapsed < Duration::from_secs(10));
 }
 
 #[test]
 fn ssh_dry_run_shows_ssh_commands() {
     let prog = check_prog();
-    let mut c = launcher(&["--spawner", "ssh", "--hosts", "127.0.0.1,localhost", "-n", "3", "--dry-run", prog.to_str().unwrap(), "check"]);
+    let mut c = launcher(&[
+        "--spawner",
+        "ssh",
+        "--hosts",
+        "127.0.0.1,localhost",
+        "-n",
+        "3",
+        "--dry-run",
+        prog.to_str().unwrap(),
+        "check",
+    ]);
     c.env("GASNET_SSH_OPTIONS", "-p 2222");
     if !Path::new("/usr/bin/ssh").exists() {
-        skip("ssh_dry_run_shows_ssh_commands", "ssh not installed; fix: apt-get install -y openssh-client");
+        skip(
+            "ssh_dry_run_shows_ssh_commands",
+            "ssh not installed; fix: apt-get install -y openssh-client",
+        );
         return;
     }
     let r = run(c, LIMIT);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let lines: Vec<&str> = r.stdout.lines().collect();
     assert_eq!(lines[0], "spawner: ssh, 3 rank(s) on 2 host(s)");
-    assert!(lines[1].starts_with("host 127.0.0.1: ranks 0-1: ") && lines[1].contains("-o BatchMode=yes") && lines[1].contains("-p 2222 127.0.0.1 env"), "{}", lines[1]);
-    assert!(lines[1].contains("--first 0 --count 2 --size 3"), "{}", lines[1]);
-    assert!(lines[2].starts_with("host localhost: ranks 2: ") && lines[2].contains("--first 2 --count 1 --size 3"), "{}", lines[2]);
+    assert!(
+        lines[1].starts_with("host 127.0.0.1: ranks 0-1: ")
+            && lines[1].contains("-o BatchMode=yes")
+            && lines[1].contains("-p 2222 127.0.0.1 env"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[1].contains("--first 0 --count 2 --size 3"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[2].starts_with("host localhost: ranks 2: ")
+            && lines[2].contains("--first 2 --count 1 --size 3"),
+        "{}",
+        lines[2]
+    );
 }

@@ -1,4 +1,4 @@
-//! Test program for the launcher's multi-process tests: a rank that exercises the bootstrap and
+//! `rgasnet-bootstrap-check`: test program for the launcher's multi-process tests: a rank that exercises the bootstrap and
 //! checks every result value by value, or misbehaves on purpose.
 //!
 //! `bootstrap_check MODE`, MODE one of:
