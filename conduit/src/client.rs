@@ -198,7 +198,11 @@ impl Client {
     /// Collective: allocates this rank's segment of `segment_size` bytes, registers the
     /// handlers, sets up the AM receive resources, exchanges segment sizes and ends in a
     /// barrier. Returns the handler index of each handler, in the order given.
-    pub fn attach(&self, segment_size: u64, handlers: Vec<Handler>) -> Result<Vec<u8>, AttachError> {
+    pub fn attach(
+        &self,
+        segment_size: u64,
+        handlers: Vec<Handler>,
+    ) -> Result<Vec<u8>, AttachError> {
         self.attach_with_internal(segment_size, Vec::new(), handlers)
     }
 
@@ -242,7 +246,12 @@ impl Client {
         let mut recv = RecvState::new(cfg.am_num_entries);
         for block in 0..cfg.am_num_entries {
             let region = Region::new(cfg.am_buffer_size);
-            let me = am_ni.me_append(AM_PT, am_block_spec(&region), ListKind::Priority, block as u64)?;
+            let me = am_ni.me_append(
+                AM_PT,
+                am_block_spec(&region),
+                ListKind::Priority,
+                block as u64,
+            )?;
             recv.add_block(region, me);
         }
         // Long data lands straight in the segment, at the offset the initiator names.
@@ -256,8 +265,9 @@ impl Client {
                 uid: UID_ANY,
                 options: MeOptions::OP_PUT | MeOptions::EVENT_LINK_DISABLE,
                 match_id: ProcessId::ANY_RANK,
+                // LONG_DATA: bit 63 clear, the length in the low bits.
                 match_bits: 0,
-                ignore_bits: 0,
+                ignore_bits: crate::matchbits::MAX_PAYLOAD_LEN,
                 min_free: 0,
             },
             ListKind::Priority,

@@ -103,7 +103,9 @@ pub enum AmError {
         called: Category,
     },
     /// The handler was registered with another argument count.
-    #[error("{call}: handler {handler} (`{name}`) takes {expected} arguments, called with {given}")]
+    #[error(
+        "{call}: handler {handler} (`{name}`) takes {expected} arguments, called with {given}"
+    )]
     WrongArgCount {
         /// The call.
         call: &'static str,

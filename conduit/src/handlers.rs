@@ -151,7 +151,10 @@ impl HandlerTable {
     }
 
     /// Registers rgasnet's own handlers at their fixed reserved indices (0–127).
-    pub(crate) fn register_reserved(&mut self, handlers: Vec<Handler>) -> Result<(), RegisterError> {
+    pub(crate) fn register_reserved(
+        &mut self,
+        handlers: Vec<Handler>,
+    ) -> Result<(), RegisterError> {
         for h in handlers {
             let index = match h.index {
                 Some(i) if i < CLIENT_FIRST => i,
@@ -176,7 +179,10 @@ impl HandlerTable {
 
     /// Registers client handlers: fixed indices first, then assigned ones in order. Returns the
     /// index of each handler, in the order given.
-    pub(crate) fn register_client(&mut self, handlers: Vec<Handler>) -> Result<Vec<u8>, RegisterError> {
+    pub(crate) fn register_client(
+        &mut self,
+        handlers: Vec<Handler>,
+    ) -> Result<Vec<u8>, RegisterError> {
         let mut result = vec![0u8; handlers.len()];
         for (i, h) in handlers.iter().enumerate() {
             if h.argc.is_some_and(|a| a > 16) {

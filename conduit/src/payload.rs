@@ -72,7 +72,6 @@ pub(crate) struct Body<'a> {
     pub(crate) payload: &'a [u8],
 }
 
-
 /// Decodes a body against its header.
 pub(crate) fn decode<'a>(h: &AmHeader, body: &'a [u8]) -> Result<Body<'a>, BodyError> {
     let expected = body_len(h);
@@ -127,7 +126,13 @@ mod tests {
     #[test]
     fn round_trips() {
         let mut buf = Vec::new();
-        encode(&mut buf, Protocol::Medium, &[1, 2, 0xdead_beef], None, b"hello");
+        encode(
+            &mut buf,
+            Protocol::Medium,
+            &[1, 2, 0xdead_beef],
+            None,
+            b"hello",
+        );
         assert_eq!(&buf[..4], &[1, 0, 0, 0]);
         let b = decode(&hdr(Protocol::Medium, 3, 5), &buf).unwrap();
         assert_eq!(&b.args[..b.argc], &[1, 2, 0xdead_beef]);

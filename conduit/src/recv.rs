@@ -153,7 +153,7 @@ impl Inner {
                 return Ok((Work::Nothing, false));
             }
         };
-        if ev.ni_fail != NiFail::Ok {
+        if ev.ni_fail != NiFail::Ok && ev.kind != EventKind::PtDisabled {
             // Target-side failures are reported to the initiator, which acts on them.
             return Ok((Work::Nothing, true));
         }
@@ -206,9 +206,12 @@ impl Inner {
             return Ok(());
         };
         if b.me.is_none() {
-            let me = self
-                .am_ni
-                .me_append(AM_PT, am_block_spec(&b.region), ListKind::Priority, i as u64)?;
+            let me = self.am_ni.me_append(
+                AM_PT,
+                am_block_spec(&b.region),
+                ListKind::Priority,
+                i as u64,
+            )?;
             b.me = Some(me);
             Counters::bump(&self.stats.blocks_reposted);
         }
@@ -318,7 +321,11 @@ impl Inner {
             self.fatal(&format!(
                 "rank {} sent a {category} {} to handler {}, which is not registered on this rank",
                 p.source,
-                if p.direction == Direction::Request { "request" } else { "reply" },
+                if p.direction == Direction::Request {
+                    "request"
+                } else {
+                    "reply"
+                },
                 p.handler
             ))
         };

@@ -9,8 +9,8 @@
 //! free keeps polling, so two ranks flooding each other cannot deadlock.
 
 use std::cell::RefCell;
-use std::collections::{BinaryHeap, HashMap};
 use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::time::{Duration, Instant};
 
 use rgasnet_portals::engine::{EqGet, MdHandle, MdSpec, PutArgs, RemoteAddr};
@@ -216,10 +216,9 @@ impl Inner {
         if protocol == Protocol::Long {
             hdr_data = self.send_long_data(call, dest, payload, long_offset.unwrap_or(0))?;
         }
-        ENCODE.with(|buf| {
-            let mut buf = buf.borrow_mut();
-            payload::encode(&mut buf, protocol, args, long_offset, payload);
-            self.send_body(call, dest, bits.raw(), hdr_data, &buf)
+        let body_len = payload::body_len(&header) as usize;
+        self.send_body(call, dest, bits.raw(), hdr_data, body_len, |buf| {
+            payload::encode(buf, protocol, args, long_offset, payload)
         })
     }
 
@@ -258,13 +257,12 @@ impl Inner {
                 ct: None,
             })
             .map_err(|source| AmError::Portals { call, source })?;
-        let bits = MatchBits::long_data(payload.len() as u64).map_err(|_| {
-            AmError::PayloadTooLarge {
+        let bits =
+            MatchBits::long_data(payload.len() as u64).map_err(|_| AmError::PayloadTooLarge {
                 call,
                 len: payload.len(),
                 max: MAX_LONG,
-            }
-        })?;
+            })?;
         let user_ptr = {
             let mut s = lock(&att.send);
             s.next_one_off += 1;
@@ -288,17 +286,19 @@ impl Inner {
         Ok(op)
     }
 
-    /// Copies `body` into a send slot and puts it to `dest`'s AM portal.
+    /// Reserves a send slot for a body of `body_len` bytes (polling while none is free), has
+    /// `encode` write the body, copies it into the slot and puts it to `dest`'s AM portal.
     fn send_body(
         &self,
         call: &'static str,
         dest: u32,
         match_bits: u64,
         hdr_data: u64,
-        body: &[u8],
+        body_len: usize,
+        encode: impl FnOnce(&mut Vec<u8>),
     ) -> Result<(), AmError> {
         let att = self.attached(call)?;
-        let small = body.len() <= SMALL_SLOT;
+        let small = body_len <= SMALL_SLOT;
         let (md, region, offset, user_ptr, own_md) = loop {
             {
                 let mut s = lock(&att.send);
@@ -328,13 +328,13 @@ impl Inner {
                     s.next_one_off += 1;
                     let user_ptr = tag(TAG_ONE_OFF, s.next_one_off);
                     drop(s);
-                    let region = Region::new(body.len());
+                    let region = Region::new(body_len);
                     let md = self
                         .am_ni
                         .md_bind(MdSpec {
                             region: region.clone(),
                             offset: 0,
-                            length: body.len() as u64,
+                            length: body_len as u64,
                             options: MdOptions::EVENT_SEND_DISABLE,
                             eq: Some(att.send_eq),
                             ct: None,
@@ -345,14 +345,21 @@ impl Inner {
             }
             self.wait_for_send_resources(call)?;
         };
-        // The slot is ours until its ACK: the region write cannot fail (slot inside region).
-        if region.write(offset as usize, body).is_err() {
+        // The slot is ours until its ACK. Encoding happens only now, after any polling above,
+        // because a handler run by that polling may itself send (and use the buffer).
+        let written = ENCODE.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            encode(&mut buf);
+            debug_assert_eq!(buf.len(), body_len);
+            region.write(offset as usize, &buf)
+        });
+        if written.is_err() {
             self.fatal("send slot outside its buffer");
         }
         let args = PutArgs {
             md,
             local_offset: offset,
-            length: body.len() as u64,
+            length: body_len as u64,
             ack_req: AckReq::Ack,
             remote: RemoteAddr {
                 target: ProcessId::Rank(dest),

@@ -84,7 +84,14 @@ impl Token<'_> {
 
     /// Replies with a Medium AM.
     pub fn reply_medium(&self, handler: u8, args: &[u32], payload: &[u8]) -> Result<(), AmError> {
-        self.reply("reply_medium", Category::Medium, handler, args, payload, None)
+        self.reply(
+            "reply_medium",
+            Category::Medium,
+            handler,
+            args,
+            payload,
+            None,
+        )
     }
 
     /// Replies with a Long AM whose payload is placed at `dest_offset` of the requester's

@@ -13,16 +13,16 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::engine::{
-    AtomicArgs, CtHandle, Engine, EqGet, EqHandle, FetchArgs, GetArgs, LeHandle, LeSpec,
-    MdHandle, MdSpec, MeHandle, MeSpec, NiHandle, PutArgs,
+    AtomicArgs, CtHandle, Engine, EqGet, EqHandle, FetchArgs, GetArgs, LeHandle, LeSpec, MdHandle,
+    MdSpec, MeHandle, MeSpec, NiHandle, PutArgs,
 };
 use crate::error::{PtlError, PtlResult};
 use crate::stack::Stack;
 use crate::transport::{Transport, TransportConfig};
-use crate::udp::UdpEndpoint;
 use crate::types::{
     CtEvent, ListKind, NiKind, NiLimits, PhysId, ProcessId, PtIndex, PtOptions, SrIndex, Uid,
 };
+use crate::udp::UdpEndpoint;
 
 /// A datagram socket as the driver needs it. [`crate::udp::UdpEndpoint`] is the real one.
 pub trait Link: Send + Sync {
@@ -347,7 +347,8 @@ impl Ni {
     }
     /// The rank map (`PtlGetMap`).
     pub fn get_map(&self) -> PtlResult<Vec<PhysId>> {
-        self.iface.with_engine(|e| e.get_map(self.handle).map(<[PhysId]>::to_vec))
+        self.iface
+            .with_engine(|e| e.get_map(self.handle).map(<[PhysId]>::to_vec))
     }
     /// This process's id on the NI: its rank (logical) or physical id (`PtlGetId`).
     pub fn get_id(&self) -> PtlResult<ProcessId> {

@@ -57,7 +57,14 @@ pub fn rgasnetrun() -> PathBuf {
     if !path.exists() {
         let release = dir.ends_with("release");
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-q", "-p", "rgasnet-launcher", "--bin", "rgasnetrun"]);
+        cmd.args([
+            "build",
+            "-q",
+            "-p",
+            "rgasnet-launcher",
+            "--bin",
+            "rgasnetrun",
+        ]);
         if release {
             cmd.arg("--release");
         }
@@ -106,9 +113,7 @@ pub fn run_job(
             let _ = child.wait();
             let stdout = out_t.join().unwrap_or_default();
             let stderr = err_t.join().unwrap_or_default();
-            panic!(
-                "job timed out after {timeout:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
-            );
+            panic!("job timed out after {timeout:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
         }
         std::thread::sleep(Duration::from_millis(20));
     };

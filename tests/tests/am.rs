@@ -9,7 +9,13 @@ use rgasnet_tests::run_job;
 const PROG: &str = env!("CARGO_BIN_EXE_am_conformance");
 
 fn job(ranks: u32, mode: &str, env: &[(&str, &str)]) -> rgasnet_tests::JobOutput {
-    run_job(ranks, Path::new(PROG), &[mode], env, Duration::from_secs(180))
+    run_job(
+        ranks,
+        Path::new(PROG),
+        &[mode],
+        env,
+        Duration::from_secs(180),
+    )
 }
 
 #[test]

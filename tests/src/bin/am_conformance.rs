@@ -35,7 +35,11 @@ fn arg_value(src: u32, argc: usize, i: usize) -> u32 {
 
 fn pattern(src: u32, len: usize) -> Vec<u8> {
     (0..len)
-        .map(|j| (j as u32).wrapping_mul(131).wrapping_add(src * 7 + len as u32) as u8)
+        .map(|j| {
+            (j as u32)
+                .wrapping_mul(131)
+                .wrapping_add(src * 7 + len as u32) as u8
+        })
         .collect()
 }
 
@@ -97,7 +101,9 @@ fn handlers(st: &Arc<State>, me: u32, skip_missing: bool, client: Client) -> Vec
     let short_req = Handler::new("short_req", Category::Short, move |t: &Token, args, _| {
         check_args(&s, "short request", t.source(), args);
         s.requests.fetch_add(1, Ordering::Relaxed);
-        let echo: Vec<u32> = (0..args.len()).map(|i| arg_value(me, args.len(), i)).collect();
+        let echo: Vec<u32> = (0..args.len())
+            .map(|i| arg_value(me, args.len(), i))
+            .collect();
         if let Err(e) = t.reply_short(SHORT_REP, &echo) {
             s.fail(format!("reply_short: {e}"));
         }
@@ -117,7 +123,9 @@ fn handlers(st: &Arc<State>, me: u32, skip_missing: bool, client: Client) -> Vec
         check_args(&s, "medium request", t.source(), args);
         check_payload(&s, "medium request", t.source(), p);
         s.requests.fetch_add(1, Ordering::Relaxed);
-        let echo: Vec<u32> = (0..args.len()).map(|i| arg_value(me, args.len(), i)).collect();
+        let echo: Vec<u32> = (0..args.len())
+            .map(|i| arg_value(me, args.len(), i))
+            .collect();
         if let Err(e) = t.reply_medium(MED_REP, &echo, &pattern(me, p.len())) {
             s.fail(format!("reply_medium: {e}"));
         }
@@ -138,10 +146,14 @@ fn handlers(st: &Arc<State>, me: u32, skip_missing: bool, client: Client) -> Vec
         let off = t.long_offset().unwrap_or(u64::MAX);
         let base = area(src, false);
         if off < base || off >= base + SLICE {
-            s.fail(format!("long request from {src} at offset {off}, outside its area"));
+            s.fail(format!(
+                "long request from {src} at offset {off}, outside its area"
+            ));
         }
         s.requests.fetch_add(1, Ordering::Relaxed);
-        let echo: Vec<u32> = (0..args.len()).map(|i| arg_value(me, args.len(), i)).collect();
+        let echo: Vec<u32> = (0..args.len())
+            .map(|i| arg_value(me, args.len(), i))
+            .collect();
         // The reply lands in the requester's segment, in this rank's reply area, at the same
         // relative position.
         let rel = off - base;
@@ -171,7 +183,9 @@ fn handlers(st: &Arc<State>, me: u32, skip_missing: bool, client: Client) -> Vec
     })
     .at(FLOOD)
     .with_argc(1);
-    let fixed = Handler::new("fixed_argc", Category::Short, |_, _, _| {}).at(FIXED_ARGC).with_argc(2);
+    let fixed = Handler::new("fixed_argc", Category::Short, |_, _, _| {})
+        .at(FIXED_ARGC)
+        .with_argc(2);
     let s = st.clone();
     let probe = Handler::new("probe", Category::Short, move |t: &Token, _, _| {
         // Error checks from inside a request handler.
@@ -245,9 +259,11 @@ fn basic(c: &Client, st: &State) -> Result<(), String> {
         let args = args_for(me, argc);
         for dest in 0..n {
             c.am_request_short(dest, SHORT_REQ, &args).map_err(e)?;
-            c.am_request_medium(dest, MED_REQ, &args, &pattern(me, 100)).map_err(e)?;
+            c.am_request_medium(dest, MED_REQ, &args, &pattern(me, 100))
+                .map_err(e)?;
             let off = area(me, false) + argc as u64 * 256;
-            c.am_request_long(dest, LONG_REQ, &args, &pattern(me, 100), off).map_err(e)?;
+            c.am_request_long(dest, LONG_REQ, &args, &pattern(me, 100), off)
+                .map_err(e)?;
             sent += 3;
         }
         c.poll().map_err(e)?;
@@ -255,12 +271,14 @@ fn basic(c: &Client, st: &State) -> Result<(), String> {
     // Payload sizes, up to the maxima.
     for dest in 0..n {
         for len in [0usize, 1, 8192, MAX_MEDIUM] {
-            c.am_request_medium(dest, MED_REQ, &args_for(me, 2), &pattern(me, len)).map_err(e)?;
+            c.am_request_medium(dest, MED_REQ, &args_for(me, 2), &pattern(me, len))
+                .map_err(e)?;
             sent += 1;
         }
         let mut off = area(me, false) + ARG_AREA;
         for len in LONG_SIZES {
-            c.am_request_long(dest, LONG_REQ, &args_for(me, 3), &pattern(me, len), off).map_err(e)?;
+            c.am_request_long(dest, LONG_REQ, &args_for(me, 3), &pattern(me, len), off)
+                .map_err(e)?;
             off += (len as u64).next_multiple_of(4096);
             sent += 1;
         }
@@ -285,9 +303,13 @@ fn basic(c: &Client, st: &State) -> Result<(), String> {
     let seg = c.segment().ok_or("no segment")?;
     for src in 0..n {
         let off = area(src, false) + ARG_AREA + 8192u64.next_multiple_of(4096) + 4096;
-        let got = seg.to_vec(off as usize, 65_536).map_err(|x| x.to_string())?;
+        let got = seg
+            .to_vec(off as usize, 65_536)
+            .map_err(|x| x.to_string())?;
         if got != pattern(src, 65_536) {
-            return Err(format!("Long payload from {src} is not in the segment at {off}"));
+            return Err(format!(
+                "Long payload from {src} is not in the segment at {off}"
+            ));
         }
     }
     println!(
@@ -316,7 +338,8 @@ fn flood(c: &Client, st: &State, per_sender: usize) -> Result<(), String> {
         }
     } else {
         for seq in 0..per_sender {
-            c.am_request_medium(0, FLOOD, &[seq as u32], &pattern(me, 1000)).map_err(e)?;
+            c.am_request_medium(0, FLOOD, &[seq as u32], &pattern(me, 1000))
+                .map_err(e)?;
         }
     }
     // Let senders finish their resends (they need acknowledgements).
@@ -363,7 +386,8 @@ fn reqrep_flood(c: &Client, st: &State, count: u64) -> Result<(), String> {
     let peer = (me + 1) % c.size();
     let e = |e: AmError| e.to_string();
     for i in 0..count {
-        c.am_request_short(peer, SHORT_REQ, &args_for(me, (i % 17) as usize)).map_err(e)?;
+        c.am_request_short(peer, SHORT_REQ, &args_for(me, (i % 17) as usize))
+            .map_err(e)?;
     }
     let ok = poll_until(c, 120, || {
         st.replies.load(Ordering::Relaxed) >= count && st.requests.load(Ordering::Relaxed) >= count
@@ -389,8 +413,13 @@ fn threads(c: &Client, st: &Arc<State>, per_thread: u64) -> Result<(), String> {
         joins.push(std::thread::spawn(move || -> Result<(), String> {
             for i in 0..per_thread {
                 let dest = ((me as u64 + t + i) % n as u64) as u32;
-                c.am_request_medium(dest, MED_REQ, &args_for(me, 1), &pattern(me, (i % 300) as usize))
-                    .map_err(|e| e.to_string())?;
+                c.am_request_medium(
+                    dest,
+                    MED_REQ,
+                    &args_for(me, 1),
+                    &pattern(me, (i % 300) as usize),
+                )
+                .map_err(|e| e.to_string())?;
                 if i % 16 == 0 {
                     c.poll().map_err(|e| e.to_string())?;
                 }
@@ -399,7 +428,8 @@ fn threads(c: &Client, st: &Arc<State>, per_thread: u64) -> Result<(), String> {
         }));
     }
     for j in joins {
-        j.join().map_err(|_| "sender thread panicked".to_string())??;
+        j.join()
+            .map_err(|_| "sender thread panicked".to_string())??;
     }
     let want = 4 * per_thread;
     // Four threads poll together until every reply and request arrived.
@@ -440,29 +470,51 @@ fn errors(c: &Client, st: &State) -> Result<(), String> {
     expect("unregistered", c.am_request_short(0, 250, &[]), |e| {
         matches!(e, AmError::UnregisteredHandler { handler: 250, .. })
     });
-    expect("wrong argc", c.am_request_short(0, FIXED_ARGC, &[1, 2, 3]), |e| {
-        matches!(e, AmError::WrongArgCount { expected: 2, given: 3, .. })
-    });
-    expect("wrong category", c.am_request_medium(0, SHORT_REQ, &[], b"x"), |e| {
-        matches!(e, AmError::WrongCategory { .. })
-    });
-    expect("too many args", c.am_request_short(0, SHORT_REQ, &[0; 17]), |e| {
-        matches!(e, AmError::TooManyArgs { given: 17, .. })
-    });
-    expect("medium too large", c.am_request_medium(0, MED_REQ, &[], &vec![0; MAX_MEDIUM + 1]), |e| {
-        matches!(e, AmError::PayloadTooLarge { .. })
-    });
-    expect("long too large", c.am_request_long(0, LONG_REQ, &[], &vec![0; MAX_LONG + 1], 0), |e| {
-        matches!(e, AmError::PayloadTooLarge { .. })
-    });
-    expect("long outside segment", c.am_request_long((me + 1) % n, LONG_REQ, &[], &[0; 16], seg - 8), |e| {
-        matches!(e, AmError::OutsideSegment { .. })
-    });
+    expect(
+        "wrong argc",
+        c.am_request_short(0, FIXED_ARGC, &[1, 2, 3]),
+        |e| {
+            matches!(
+                e,
+                AmError::WrongArgCount {
+                    expected: 2,
+                    given: 3,
+                    ..
+                }
+            )
+        },
+    );
+    expect(
+        "wrong category",
+        c.am_request_medium(0, SHORT_REQ, &[], b"x"),
+        |e| matches!(e, AmError::WrongCategory { .. }),
+    );
+    expect(
+        "too many args",
+        c.am_request_short(0, SHORT_REQ, &[0; 17]),
+        |e| matches!(e, AmError::TooManyArgs { given: 17, .. }),
+    );
+    expect(
+        "medium too large",
+        c.am_request_medium(0, MED_REQ, &[], &vec![0; MAX_MEDIUM + 1]),
+        |e| matches!(e, AmError::PayloadTooLarge { .. }),
+    );
+    expect(
+        "long too large",
+        c.am_request_long(0, LONG_REQ, &[], &vec![0; MAX_LONG + 1], 0),
+        |e| matches!(e, AmError::PayloadTooLarge { .. }),
+    );
+    expect(
+        "long outside segment",
+        c.am_request_long((me + 1) % n, LONG_REQ, &[], &[0; 16], seg - 8),
+        |e| matches!(e, AmError::OutsideSegment { .. }),
+    );
     expect("bad rank", c.am_request_short(n, SHORT_REQ, &[]), |e| {
         matches!(e, AmError::BadRank { .. })
     });
     // Handler-side rules.
-    c.am_request_short((me + 1) % n, PROBE, &[]).map_err(|e| e.to_string())?;
+    c.am_request_short((me + 1) % n, PROBE, &[])
+        .map_err(|e| e.to_string())?;
     let ok = poll_until(c, 30, || st.errors_seen.lock().unwrap().len() >= 4)
         .map_err(|e| e.to_string())?;
     if !ok {
@@ -470,7 +522,12 @@ fn errors(c: &Client, st: &State) -> Result<(), String> {
     }
     let mut seen = st.errors_seen.lock().unwrap().clone();
     seen.sort();
-    let want = ["AlreadyReplied", "PollInHandler", "ReplyFromReply", "RequestInHandler"];
+    let want = [
+        "AlreadyReplied",
+        "PollInHandler",
+        "ReplyFromReply",
+        "RequestInHandler",
+    ];
     // The prober's own first reply is not recorded; its reply handler records one entry.
     if seen.iter().any(|s| !want.contains(&s.as_str())) || seen.len() != 4 {
         problems.push(format!("handler-side checks: {seen:?}"));
