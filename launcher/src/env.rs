@@ -170,7 +170,7 @@ pub fn parse_rank_env(
     let bootstrap = need(BOOTSTRAP)?;
     if bootstrap
         .rsplit_once(':')
-        .map_or(true, |(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+        .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
     {
         return Err(bad(BOOTSTRAP, &bootstrap, "expected host:port"));
     }

@@ -134,7 +134,7 @@ pub fn failure_to_exit_ms(r: &Run) -> u128 {
 /// Whether a process with this pid still exists (and is not a zombie).
 pub fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !s.split_whitespace().nth(2).is_some_and(|st| st == "Z"),
+        Ok(s) => s.split_whitespace().nth(2).is_none_or(|st| st != "Z"),
         Err(_) => false,
     }
 }

@@ -220,7 +220,7 @@ impl RecvState {
     }
 
     fn note_largest(&mut self, now: Instant, seq: u64) {
-        if self.largest.map_or(true, |l| seq > l) {
+        if self.largest.is_none_or(|l| seq > l) {
             self.largest = Some(seq);
             self.largest_at = now;
         }

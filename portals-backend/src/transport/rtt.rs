@@ -43,7 +43,7 @@ impl RttEstimator {
                 self.rttvar = rtt / 2;
             }
             Some(srtt) => {
-                let err = if srtt > rtt { srtt - rtt } else { rtt - srtt };
+                let err = srtt.abs_diff(rtt);
                 self.rttvar = (self.rttvar * 3 + err) / 4;
                 self.srtt = Some((srtt * 7 + rtt) / 8);
             }

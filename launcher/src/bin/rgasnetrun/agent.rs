@@ -88,11 +88,7 @@ fn recv(stream: &mut TcpStream) -> Result<ToClient> {
 }
 
 fn run(a: &AgentArgs) -> Result<i32> {
-    if a.count == 0
-        || a.first
-            .checked_add(a.count)
-            .map_or(true, |end| end > a.size)
-    {
+    if a.count == 0 || a.first.checked_add(a.count).is_none_or(|end| end > a.size) {
         bail!(
             "rank range {}+{} does not fit a job of {}",
             a.first,

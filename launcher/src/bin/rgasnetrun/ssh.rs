@@ -310,7 +310,7 @@ pub(crate) fn run(job: &Job) -> Result<i32> {
     }
     let mut rank_host = Vec::with_capacity(job.ranks as usize);
     for (i, (_, count)) in dist.iter().enumerate() {
-        rank_host.extend(std::iter::repeat(i).take(*count as usize));
+        rank_host.extend(std::iter::repeat_n(i, *count as usize));
     }
     let sup = Supervisor {
         rx,
