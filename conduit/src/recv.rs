@@ -31,6 +31,8 @@ thread_local! {
     /// in practice 0 or 1).
     static HANDLER_DEPTH: Cell<u32> = const { Cell::new(0) };
     static BODY: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// A Long payload read back from the segment for its handler.
+    static LONG: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Whether the calling thread is inside an AM handler.
@@ -356,15 +358,19 @@ impl Inner {
             }),
             Protocol::LongPacked | Protocol::Long => {
                 let (offset, len) = p.long.unwrap_or((0, 0));
-                // The payload is in the segment; hand the handler a view of it.
-                let data = match att.segment.to_vec(offset as usize, len as usize) {
-                    Ok(d) => d,
-                    Err(_) => self.fatal(&format!(
-                        "rank {} sent a Long AM of {len} bytes at offset {offset}, outside this rank's segment",
-                        p.source
-                    )),
-                };
-                func(&token, args, &data)
+                // The payload is in the segment; hand the handler a copy of it (a reused
+                // buffer: a handler cannot poll, so this cannot be re-entered).
+                LONG.with(|buf| {
+                    let mut buf = buf.borrow_mut();
+                    buf.resize(len as usize, 0);
+                    if att.segment.read(offset as usize, &mut buf).is_err() {
+                        self.fatal(&format!(
+                            "rank {} sent a Long AM of {len} bytes at offset {offset}, outside this rank's segment",
+                            p.source
+                        ));
+                    }
+                    func(&token, args, &buf)
+                })
             }
         }
     }

@@ -83,3 +83,26 @@ fn exit_from_one_rank_ends_the_job_with_its_code() {
     let out = job(3, "exit", &[]);
     assert_eq!(out.status.code(), Some(7), "{}", out.stderr);
 }
+
+#[test]
+fn bad_configuration_is_a_startup_error_naming_the_variable() {
+    let out = job(2, "basic", &[("GASNET_AM_NUM_ENTRIES", "many")]);
+    assert!(!out.status.success());
+    assert!(
+        out.stderr.contains("GASNET_AM_NUM_ENTRIES=\"many\" is invalid"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn started_without_a_launcher_says_how_to_launch() {
+    let out = std::process::Command::new(PROG)
+        .arg("basic")
+        .env_remove("RGASNET_RANK")
+        .output()
+        .expect("run the program directly");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("rgasnetrun"), "{err}");
+}
