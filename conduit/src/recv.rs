@@ -35,8 +35,9 @@ thread_local! {
     static LONG: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Whether the calling thread is inside an AM handler.
-pub(crate) fn in_handler() -> bool {
+/// Whether the calling thread is inside an AM handler. Layers built on the client use it to
+/// refuse blocking calls from handlers.
+pub fn in_handler() -> bool {
     HANDLER_DEPTH.with(|d| d.get() > 0)
 }
 
