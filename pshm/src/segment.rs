@@ -198,8 +198,7 @@ pub(crate) fn check_space_in(dir: &str, object: &str, needed: u64) -> Result<(),
     let st = nix::sys::statvfs::statvfs(dir).map_err(|e| SetupError::os("statvfs", dir, e))?;
     // `fsblkcnt_t` and `c_ulong` are u32 on some targets; the conversions are not useless there.
     #[allow(clippy::useless_conversion)]
-    let available =
-        u64::from(st.blocks_available()).saturating_mul(u64::from(st.fragment_size()));
+    let available = u64::from(st.blocks_available()).saturating_mul(u64::from(st.fragment_size()));
     if available < needed {
         return Err(SetupError::NoSpace {
             object: object.to_owned(),

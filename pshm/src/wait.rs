@@ -113,7 +113,11 @@ mod tests {
     #[test]
     fn spin_until_sees_readiness_and_gives_up() {
         let mut n = 0;
-        assert!(spin_until(WaitPolicy::default(), || {
+        // A spin budget no machine exhausts in 100 checks (no timing threshold).
+        let long = WaitPolicy {
+            spin: Duration::from_secs(3600),
+        };
+        assert!(spin_until(long, || {
             n += 1;
             n == 100
         }));
