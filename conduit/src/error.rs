@@ -46,6 +46,12 @@ pub enum AttachError {
         /// The cap.
         limit: u64,
     },
+    /// The memory for the segment could not be allocated.
+    #[error("cannot allocate a segment of {requested} bytes in this process; ask for less (GASNET_MAX_SEGSIZE caps it)")]
+    SegmentAlloc {
+        /// Bytes asked for.
+        requested: u64,
+    },
     /// A handler registration was refused.
     #[error("handler registration: {0}")]
     Handler(#[from] RegisterError),

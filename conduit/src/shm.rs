@@ -42,7 +42,10 @@ pub(crate) fn attach(
         // Match the two barriers that supernode members run while they cross-map.
         inner.boot.barrier()?;
         inner.boot.barrier()?;
-        return Ok((Region::new(segment_len), None));
+        let segment = Region::try_new(segment_len).ok_or(AttachError::SegmentAlloc {
+            requested: segment_len as u64,
+        })?;
+        return Ok((segment, None));
     }
     let config = NodeConfig::new(
         inner.boot.job_key(),

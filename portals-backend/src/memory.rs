@@ -84,6 +84,21 @@ impl Region {
         }
     }
 
+    /// A new region of `len` zero bytes, or `None` when the memory cannot be had (instead of
+    /// aborting the process, as [`Region::new`] would).
+    pub fn try_new(len: usize) -> Option<Self> {
+        let words = len.div_ceil(8);
+        let mut v: Vec<AtomicU64> = Vec::new();
+        v.try_reserve_exact(words).ok()?;
+        v.extend((0..words).map(|_| AtomicU64::new(0)));
+        Some(Region {
+            inner: Arc::new(RegionInner {
+                memory: Box::new(HeapMemory(v.into_boxed_slice())),
+                len,
+            }),
+        })
+    }
+
     /// A region of `len` bytes over `memory` (which must hold at least `len.div_ceil(8)`
     /// words; `None` otherwise).
     pub fn with_memory(memory: Box<dyn Memory>, len: usize) -> Option<Self> {
