@@ -232,7 +232,12 @@ impl Barrier {
             return Ok(());
         }
         let epoch = ph.epoch;
-        self.send(core, "barrier_notify", epoch, 0, acc)?;
+        if let Err(e) = self.send(core, "barrier_notify", epoch, 0, acc) {
+            // Nothing was sent: the barrier did not start, so notify may be called again.
+            ph.active = None;
+            ph.epoch = ph.epoch.wrapping_sub(1);
+            return Err(e);
+        }
         // Values of this epoch may already be here (faster ranks).
         self.advance_locked(core, "barrier_notify", &mut ph)
     }

@@ -263,8 +263,20 @@ impl Shared {
         src: &[u8],
     ) -> Result<NbHandle<'a>, ExtError> {
         self.check_remote(call, rank, offset, src.len())?;
+        self.put_nb_raw(call, rank, offset, src)
+    }
+
+    /// [`Shared::put_nb_impl`] after the range check (or without it, to exercise the target's
+    /// own bounds enforcement in tests).
+    fn put_nb_raw<'a>(
+        &'a self,
+        call: &'static str,
+        rank: u32,
+        offset: u64,
+        src: &[u8],
+    ) -> Result<NbHandle<'a>, ExtError> {
         if let Some(seg) = self.local_segment(rank) {
-            // Checked above, so in bounds.
+            // Checked by the caller, so in bounds.
             let _ = seg.write(offset as usize, src);
             return Ok(NbHandle::done(self));
         }
@@ -284,7 +296,19 @@ impl Shared {
         offset: u64,
     ) -> Result<NbHandle<'a>, ExtError> {
         self.check_remote(call, rank, offset, dest.len())?;
+        self.get_nb_raw(call, dest, rank, offset)
+    }
+
+    /// [`Shared::get_nb_impl`] after the range check.
+    fn get_nb_raw<'a>(
+        &'a self,
+        call: &'static str,
+        dest: &'a mut [u8],
+        rank: u32,
+        offset: u64,
+    ) -> Result<NbHandle<'a>, ExtError> {
         if let Some(seg) = self.local_segment(rank) {
+            // Checked by the caller, so in bounds.
             let _ = seg.read(offset as usize, dest);
             return Ok(NbHandle::done(self));
         }
@@ -614,6 +638,48 @@ impl Extended {
         self.sh
             .seg_nb("get_to_segment", false, rank, offset, local_offset, len)?
             .wait()
+    }
+
+    /// Test hook: a blocking put to another rank that skips the initiator's range check, so
+    /// that the target's own bounds enforcement (the list entry, `NI_SEGV`) can be exercised.
+    /// Not for applications.
+    #[doc(hidden)]
+    pub fn put_unchecked_for_tests(
+        &self,
+        rank: u32,
+        offset: u64,
+        src: &[u8],
+    ) -> Result<(), ExtError> {
+        let call = "put_unchecked_for_tests";
+        self.sh.check_remote(call, rank, 0, 0)?;
+        if rank == self.sh.rank {
+            return Err(ExtError::BadRank {
+                call,
+                rank,
+                size: self.sh.size,
+            });
+        }
+        self.sh.put_nb_raw(call, rank, offset, src)?.wait()
+    }
+
+    /// Test hook: the get counterpart of [`Extended::put_unchecked_for_tests`].
+    #[doc(hidden)]
+    pub fn get_unchecked_for_tests(
+        &self,
+        dest: &mut [u8],
+        rank: u32,
+        offset: u64,
+    ) -> Result<(), ExtError> {
+        let call = "get_unchecked_for_tests";
+        self.sh.check_remote(call, rank, 0, 0)?;
+        if rank == self.sh.rank {
+            return Err(ExtError::BadRank {
+                call,
+                rank,
+                size: self.sh.size,
+            });
+        }
+        self.sh.get_nb_raw(call, dest, rank, offset)?.wait()
     }
 
     /// Waits for every handle; returns the first error after all have completed.

@@ -320,7 +320,14 @@ impl Shared {
                 }
             };
             self.credits.fetch_sub(1, Ordering::Relaxed);
-            if let Freed::Landing(l) = self.core.ops.complete(ev.user_ptr, 1, ev.ni_fail) {
+            // A range straddling the end of the target's entry is truncated by Portals (the
+            // part inside is moved): report it as the access outside the entry it is.
+            let fail = if ev.ni_fail == NiFail::Ok && ev.mlength < ev.rlength {
+                NiFail::Segv
+            } else {
+                ev.ni_fail
+            };
+            if let Freed::Landing(l) = self.core.ops.complete(ev.user_ptr, 1, fail) {
                 self.release_landing_in(e, l);
             }
         }
