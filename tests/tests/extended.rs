@@ -124,3 +124,28 @@ fn a_failing_rank_fails_the_job() {
         out.stderr
     );
 }
+
+#[test]
+fn a_short_event_queue_makes_callers_wait_not_fail() {
+    // 16 entries: eight explicit puts of up to 4 MiB (16 network puts each) overrun it, so
+    // issuing must make progress until completions free room.
+    let env = [("GASNET_EXTENDED_EVENT_QUEUE_LENGTH", "16")];
+    for mode in ["rma", "threads"] {
+        let out = run_job(2, Path::new(PROG), &[mode], &env, Duration::from_secs(240));
+        out.assert_success();
+        assert_eq!(out.stdout.matches(" ok").count(), 2, "{}", out.stdout);
+    }
+}
+
+#[test]
+fn an_unusable_event_queue_length_is_reported_by_name() {
+    let env = [("GASNET_EXTENDED_EVENT_QUEUE_LENGTH", "4")];
+    let out = run_job(2, Path::new(PROG), &["self"], &env, Duration::from_secs(60));
+    assert!(!out.status.success(), "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("GASNET_EXTENDED_EVENT_QUEUE_LENGTH=\"4\" is invalid"),
+        "{}",
+        out.stderr
+    );
+}
