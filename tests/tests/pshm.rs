@@ -73,8 +73,8 @@ fn sigkill_of_every_rank_leaves_nothing_in_dev_shm() {
 
 #[test]
 fn segment_larger_than_dev_shm_is_a_clear_error() {
-    let avail = nix::sys::statvfs::statvfs("/dev/shm")
-        .map(|s| s.blocks_available() * s.fragment_size());
+    let avail =
+        nix::sys::statvfs::statvfs("/dev/shm").map(|s| s.blocks_available() * s.fragment_size());
     let Ok(avail) = avail else {
         eprintln!("SKIPPED: segment_larger_than_dev_shm_is_a_clear_error — no /dev/shm");
         return;
