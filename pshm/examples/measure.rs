@@ -49,6 +49,28 @@ fn main() -> Result<()> {
     };
     let (node, mut rx) = Node::attach(NodeConfig::new(key, 0, vec![0, 1], 2 * MIB), barrier)?;
 
+    // Software cost of one Short: enqueue to self and dequeue, no cache line crosses cores.
+    let own = AmMessage {
+        handler: PING,
+        args: &[7],
+        body: Body::Short,
+    };
+    let n = 1_000_000u32;
+    let mut samples = Vec::new();
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        for _ in 0..n {
+            node.try_send_request(0, &own)?;
+            let m = rx.requests.try_recv()?.context("own message lost")?;
+            black_box(m.args());
+        }
+        samples.push(t.elapsed().as_secs_f64() * 1e9 / f64::from(n));
+    }
+    println!(
+        "pshm: am short enqueue+dequeue in one process {:.1} ns",
+        median(&mut samples).unwrap_or(0.0)
+    );
+
     // AM Short request -> reply round trip.
     let ping = AmMessage {
         handler: PING,
