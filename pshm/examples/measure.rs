@@ -87,6 +87,8 @@ fn main() -> Result<()> {
                     black_box(m.args());
                     break;
                 }
+                // As in the flag baseline: a polling loop without PAUSE starves an SMT sibling.
+                std::hint::spin_loop();
             }
         }
         samples.push(t.elapsed() / RTT_ITERS);
