@@ -49,6 +49,28 @@ fn main() -> Result<()> {
     };
     let (node, mut rx) = Node::attach(NodeConfig::new(key, 0, vec![0, 1], 2 * MIB), barrier)?;
 
+    // Software cost of one Short: enqueue to self and dequeue, no cache line crosses cores.
+    let own = AmMessage {
+        handler: PING,
+        args: &[7],
+        body: Body::Short,
+    };
+    let n = 1_000_000u32;
+    let mut samples = Vec::new();
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        for _ in 0..n {
+            node.try_send_request(0, &own)?;
+            let m = rx.requests.try_recv()?.context("own message lost")?;
+            black_box(m.args());
+        }
+        samples.push(t.elapsed().as_secs_f64() * 1e9 / f64::from(n));
+    }
+    println!(
+        "pshm: am short enqueue+dequeue in one process {:.1} ns",
+        median(&mut samples).unwrap_or(0.0)
+    );
+
     // AM Short request -> reply round trip.
     let ping = AmMessage {
         handler: PING,
@@ -65,6 +87,8 @@ fn main() -> Result<()> {
                     black_box(m.args());
                     break;
                 }
+                // As in the flag baseline: a polling loop without PAUSE starves an SMT sibling.
+                std::hint::spin_loop();
             }
         }
         samples.push(t.elapsed() / RTT_ITERS);
@@ -77,23 +101,15 @@ fn main() -> Result<()> {
     );
 
     let seg = node.segment(1).context("peer segment")?;
-    // 8-byte write into the peer's segment.
-    let n = 10_000_000u32;
-    let mut samples = Vec::new();
-    for _ in 0..RUNS {
-        let t = Instant::now();
-        for i in 0..n {
-            seg.write(
-                ((i as usize) & 0xff) * 8,
-                black_box(&u64::from(i).to_le_bytes()),
-            )?;
-        }
-        samples.push(t.elapsed().as_secs_f64() * 1e9 / f64::from(n));
+    // 8-byte write into the peer's segment, and into a heap Region for comparison (same copy
+    // code, no shared mapping).
+    let heap = rgasnet_portals::Region::new(2 * MIB);
+    for (what, region) in [("peer", seg), ("heap", &heap)] {
+        println!(
+            "pshm: 8 byte write to {what} region {:.2} ns",
+            write8_ns(region)?
+        );
     }
-    println!(
-        "pshm: 8 byte write to peer region {:.2} ns",
-        median(&mut samples).unwrap_or(0.0)
-    );
 
     // 1 MiB copies into and out of the peer's segment.
     let src: Vec<u8> = (0..MIB).map(|i| i as u8).collect();
@@ -125,6 +141,19 @@ fn main() -> Result<()> {
         "pshm: 1 MiB read from peer region {r:.1} MB/s ({:.0}% of memcpy)",
         100.0 * r / memcpy
     );
+    let mut h = Vec::new();
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        for _ in 0..reps {
+            heap.write(0, black_box(&src))?;
+        }
+        h.push((MIB * reps) as f64 / t.elapsed().as_secs_f64() / 1e6);
+    }
+    let h = median(&mut h).unwrap_or(0.0);
+    println!(
+        "pshm: 1 MiB write to heap region {h:.1} MB/s ({:.0}% of memcpy)",
+        100.0 * h / memcpy
+    );
 
     let stop = AmMessage {
         handler: STOP,
@@ -141,6 +170,23 @@ fn main() -> Result<()> {
         std::thread::sleep(Duration::from_millis(1));
     }
     Ok(())
+}
+
+/// Median time of an aligned 8-byte `Region::write`.
+fn write8_ns(region: &rgasnet_portals::Region) -> Result<f64> {
+    let n = 10_000_000u32;
+    let mut samples = Vec::new();
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        for i in 0..n {
+            region.write(
+                ((i as usize) & 0xff) * 8,
+                black_box(&u64::from(i).to_le_bytes()),
+            )?;
+        }
+        samples.push(t.elapsed().as_secs_f64() * 1e9 / f64::from(n));
+    }
+    median(&mut samples).context("no samples")
 }
 
 /// Rank 1: answers every PING request with a reply until STOP.

@@ -19,6 +19,21 @@
 //!    [`Receiver`] dequeues ([`Inbox::try_recv`]) and sleeps ([`Receiver::wait`]).
 //! 5. [`Node::barrier_arrive`] / [`Node::barrier_wait`]: the node barrier.
 //!
+//! ```no_run
+//! use rgasnet_pshm::{AmMessage, Body, Node, NodeConfig};
+//! # fn bootstrap_barrier() -> Result<(), std::io::Error> { Ok(()) }
+//! // Ranks 0 and 1 share a host; this is rank 0 of job 0x1234 with a 1 MiB segment.
+//! let (node, mut rx) = Node::attach(NodeConfig::new(0x1234, 0, vec![0, 1], 1 << 20), bootstrap_barrier)?;
+//! node.segment(1).unwrap().write(0, b"put into rank 1")?;
+//! let msg = AmMessage { handler: 128, args: &[1, 2], body: Body::Medium(b"hello") };
+//! node.try_send_request(1, &msg)?;
+//! rx.wait(std::time::Duration::from_secs(1));
+//! while let Some(reply) = rx.replies.try_recv()? {
+//!     println!("reply from {} with args {:?}", reply.source(), reply.args());
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! All `unsafe` code of this crate is in the `segment` module (mapping, views of it as
 //! atomics, fork for the baseline) and the `queue` module (payload copies, futex calls);
 //! every other module is `#[deny(unsafe_code)]`.

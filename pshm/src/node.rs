@@ -6,7 +6,7 @@
 use std::error::Error as StdError;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rgasnet_portals::Region;
 
@@ -148,8 +148,9 @@ impl Peer {
             Queue::Request => &self.request_head,
             Queue::Reply => &self.reply_head,
         };
-        ring(words, &self.layout, which).try_enqueue(cache, from, self.rank, msg)?;
-        wait::ring(as_u32(&words[layout::W_DOORBELL]));
+        if ring(words, &self.layout, which).try_enqueue(cache, from, self.rank, msg)? {
+            wait::wake(as_u32(&words[layout::W_DOORBELL]));
+        }
         Ok(())
     }
 }
@@ -327,13 +328,13 @@ impl Inbox {
         ring(self.mapping.words(), &self.layout, self.which).try_dequeue(&mut self.head)
     }
 
-    fn pending(&self, order: Ordering) -> bool {
-        ring(self.mapping.words(), &self.layout, self.which).committed_at(self.head, order)
+    fn ring(&self) -> Ring<'_> {
+        ring(self.mapping.words(), &self.layout, self.which)
     }
 
     /// Whether a message is waiting.
     pub fn has_pending(&self) -> bool {
-        self.pending(Ordering::Acquire)
+        self.ring().committed_at(self.head)
     }
 }
 
@@ -366,13 +367,33 @@ impl Receiver {
     /// on the doorbell futex, which senders ring only when this rank announced it sleeps.
     /// Returns whether a message is waiting.
     pub fn wait(&self, timeout: Duration) -> bool {
-        if wait::spin_until(self.wait, || self.has_pending()) {
-            return true;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if wait::spin_until(self.wait, || self.has_pending()) {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            let bell = as_u32(&self.mapping.words()[layout::W_DOORBELL]);
+            let (req, rep) = (self.requests.ring(), self.replies.ring());
+            wait::sleep(
+                bell,
+                left,
+                // Both bits are set even if the first ring is busy, so `retract` is uniform.
+                || req.announce_sleep(self.requests.head) & rep.announce_sleep(self.replies.head),
+                || {
+                    req.retract_sleep();
+                    rep.retract_sleep();
+                },
+            );
+            if self.has_pending() {
+                return true;
+            }
+            // Not idle but nothing committed (a sender is between reservation and commit),
+            // a spurious wake-up, or the timeout: spin again until the deadline.
         }
-        let bell = as_u32(&self.mapping.words()[layout::W_DOORBELL]);
-        wait::sleep(bell, timeout, || {
-            self.replies.pending(Ordering::SeqCst) || self.requests.pending(Ordering::SeqCst)
-        })
     }
 }
 

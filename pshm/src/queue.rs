@@ -20,26 +20,42 @@
 //!
 //! 1. `head <= tail` and `tail - head <= cap`: producers only reserve cells the consumer has
 //!    released, so cells in `[head, tail)` are never handed out twice.
-//! 2. The first word of every cell is 0 unless the cell is part of a reserved record that the
-//!    consumer has not released yet. (Memory starts zeroed; the consumer zeroes the first word
-//!    of every cell of a record before releasing it.) Hence a marker the consumer reads at its
-//!    head is either 0 (not committed yet) or exactly `head + 1`; anything else is corruption.
+//! 2. Outside the records in `[head, tail)`, the first word of cell `i` is 0 or a *stale
+//!    marker* `p + 1` of an earlier record that started at position `p ≡ i (mod cap)`, so
+//!    `p + 1 <= head + 1 - cap` for the position `head` that will next use the cell. (Memory
+//!    starts zeroed; a released record's first cell keeps its marker, and the consumer zeroes
+//!    the first word of every other cell of a released record, which payload overwrote.)
+//!    Hence the word the consumer reads at its head is `head + 1` (committed), 0 or stale (not
+//!    committed yet); anything else is corruption. A one-cell message is thus released
+//!    without writing to its cache line, which would cost a coherence round trip.
 //! 3. Between reservation and commit, the cells of a record are written only by the producer
 //!    that reserved them; between commit and release, they are read only by the consumer.
 //!
+//! # Sleeping receivers
+//!
+//! Bit 63 of `tail` ([`SLEEP_BIT`]) is the receiver's "I am going to sleep" flag (positions
+//! never reach 2^63). Putting it in the word every producer already CASes makes the
+//! announcement and the producers' reservations totally ordered without any fence on the
+//! producer side: either the receiver's `fetch_or` sees a reservation it has not consumed
+//! (and does not sleep), or a producer's CAS sees the bit, clears it, and rings the doorbell
+//! after its commit. See `wait` for the doorbell itself.
+//!
 //! # Orderings
 //!
-//! - Producer, `tail` CAS: `Relaxed`. The CAS only divides positions among producers; no
-//!   data is published through `tail`.
+//! - Producer, `tail` CAS: `Acquire` on success, pairing with the receiver's `Release`
+//!   `fetch_or` of the sleep bit, so a producer that sees the bit also sees the doorbell's
+//!   `SLEEPING` that the receiver stored before it. Positions themselves publish no data.
 //! - Producer, `head` load: `Acquire`, pairing with the consumer's `Release` store of `head`,
 //!   so the consumer's reads (and zeroing) of released cells happen before the producer
 //!   overwrites them. The process-local cache of `head` is read `Acquire` and updated
 //!   `AcqRel` so the same chain holds for other threads of the process that use the cache.
-//! - Producer, marker store: `SeqCst` (a `Release` would publish the record; `SeqCst` is also
-//!   needed for the doorbell handshake in `wait`, a store-load (Dekker) pattern between the
-//!   marker and the receiver's "sleeping" flag). Pad markers only publish: `Release`.
+//! - Producer, marker store: `Release`, publishing the record (header, args, payload and, for
+//!   a Long, the data the sender wrote into the segment before).
 //! - Consumer, marker load: `Acquire`, pairing with the producer's marker store, so the whole
-//!   record is visible. `SeqCst` in the pre-sleep re-check (Dekker, see `wait`).
+//!   record is visible.
+//! - Consumer, sleep-bit `fetch_or`: `AcqRel` (`Release` above; `Acquire` is harmless and
+//!   keeps the read of the tail ordered after the receiver's earlier checks). Clearing the bit
+//!   after waking is `Relaxed`: it only avoids a needless wake-up syscall.
 //! - Consumer, `head` store: `Release` (see above); its zeroing stores are `Relaxed` and are
 //!   ordered before that release.
 //! - Header and argument words are `Relaxed` atomics: the marker orders them.
@@ -48,6 +64,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::error::{RecvError, SendError};
+
+/// Bit of `tail` that says the receiver is going to sleep (see the module docs).
+pub(crate) const SLEEP_BIT: u64 = 1 << 63;
 use crate::layout::{CELL_BYTES, CELL_WORDS};
 use crate::message::{
     cells_for, pack_meta, pack_sizes, payload_offset, unpack_meta, unpack_sizes, AmCategory,
@@ -75,14 +94,15 @@ impl<'a> Ring<'a> {
     }
 
     /// Enqueues `msg` from `source`; `cached_head` is the sender process's cache of `head`.
-    /// Returns `Full` instead of waiting when there is no room.
+    /// Returns `Full` instead of waiting when there is no room, and `Ok(true)` when the
+    /// receiver announced it sleeps, i.e. the caller must ring its doorbell.
     pub(crate) fn try_enqueue(
         &self,
         cached_head: &AtomicU64,
         source: u32,
         dest: u32,
         msg: &AmMessage<'_>,
-    ) -> Result<(), SendError> {
+    ) -> Result<bool, SendError> {
         let argc = msg.args.len();
         if argc > MAX_ARGS {
             return Err(SendError::TooManyArgs {
@@ -104,8 +124,9 @@ impl<'a> Ring<'a> {
         let n = cells_for(argc, msg.body.inline_len()) as u64;
         let cap = self.cap();
         let mask = cap - 1;
-        let (t, pad) = loop {
-            let t = self.tail.load(Ordering::Relaxed);
+        let (t, pad, wake) = loop {
+            let raw = self.tail.load(Ordering::Relaxed);
+            let t = raw & !SLEEP_BIT;
             let idx = t & mask;
             let pad = if idx + n > cap { cap - idx } else { 0 };
             let end = t + pad + n;
@@ -127,10 +148,11 @@ impl<'a> Ring<'a> {
             }
             if self
                 .tail
-                .compare_exchange_weak(t, end, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange_weak(raw, end, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
             {
-                break (t, pad);
+                // The new value has the sleep bit clear: this producer takes on the wake-up.
+                break (t, pad, raw & SLEEP_BIT != 0);
             }
         };
         if pad > 0 {
@@ -163,13 +185,27 @@ impl<'a> Ring<'a> {
                 copy_in(&self.cells[first..first + p.len().div_ceil(8)], p);
             }
         }
-        self.word(cell, 0).store(pos + 1, Ordering::SeqCst);
-        Ok(())
+        self.word(cell, 0).store(pos + 1, Ordering::Release);
+        Ok(wake)
     }
 
-    /// Whether a committed record waits at `head`. `SeqCst` for the pre-sleep re-check.
-    pub(crate) fn committed_at(&self, head: u64, order: Ordering) -> bool {
-        self.word(head & (self.cap() - 1), 0).load(order) != 0
+    /// Whether a committed record waits at `head`.
+    pub(crate) fn committed_at(&self, head: u64) -> bool {
+        self.word(head & (self.cap() - 1), 0)
+            .load(Ordering::Acquire)
+            == head + 1
+    }
+
+    /// The receiver announces it is going to sleep; returns whether the ring is idle (nothing
+    /// reserved beyond `head`). If it is not, the receiver must not sleep: a record is
+    /// committed or about to be, and its producer may not have seen the bit.
+    pub(crate) fn announce_sleep(&self, head: u64) -> bool {
+        self.tail.fetch_or(SLEEP_BIT, Ordering::AcqRel) & !SLEEP_BIT == head
+    }
+
+    /// The receiver is awake again: later producers need not ring.
+    pub(crate) fn retract_sleep(&self) {
+        self.tail.fetch_and(!SLEEP_BIT, Ordering::Relaxed);
     }
 
     /// Takes the next message at `*head` (the consumer's local copy of `head`), skipping pads.
@@ -185,15 +221,19 @@ impl<'a> Ring<'a> {
             let h = *head;
             let idx = h & (cap - 1);
             let marker = self.word(idx, 0).load(Ordering::Acquire);
-            if marker == 0 {
-                return Ok(None);
-            }
             let corrupt = |reason: String| RecvError::Corrupt {
                 queue: self.name,
                 position: h,
                 reason,
             };
             if marker != h + 1 {
+                // Not committed yet: zero or a stale marker (invariant 2).
+                let stale = marker
+                    .checked_sub(1)
+                    .is_some_and(|p| p < h && p & (cap - 1) == idx);
+                if marker == 0 || stale {
+                    return Ok(None);
+                }
                 return Err(corrupt(format!(
                     "marker {marker:#x}, expected {:#x}",
                     h + 1
@@ -212,8 +252,7 @@ impl<'a> Ring<'a> {
                 if idx + n != cap {
                     return Err(corrupt(format!("pad of {n} cells does not end the ring")));
                 }
-                // Only the pad's first cell was written (invariant 2 holds for the others).
-                self.word(idx, 0).store(0, Ordering::Relaxed);
+                // Only the pad's first cell was written, and its marker may stay (invariant 2).
                 *head = h + n;
                 self.head.store(*head, Ordering::Release);
                 continue;
@@ -328,8 +367,9 @@ impl std::fmt::Debug for Received<'_> {
 
 impl Drop for Received<'_> {
     fn drop(&mut self) {
-        // Invariant 2: zero the first word of every cell before handing the cells back.
-        for cell in self.cells.chunks_exact(CELL_WORDS) {
+        // Invariant 2: the first cell keeps its (now stale) marker; the first words of the
+        // others held payload and must not look like markers when the cells are reused.
+        for cell in self.cells.chunks_exact(CELL_WORDS).skip(1) {
             cell[0].store(0, Ordering::Relaxed);
         }
         *self.head += (self.cells.len() / CELL_WORDS) as u64;

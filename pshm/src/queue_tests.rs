@@ -27,6 +27,19 @@ impl TestRing {
     }
 }
 
+/// Every cell's first word is 0 or a stale marker (see the module docs), given `head == tail`.
+fn assert_invariant_2(r: &TestRing, head: u64) {
+    assert_eq!(r.ring().tail.load(Ordering::Relaxed), head);
+    let cap = r.ring().cap();
+    for (i, w) in r.ring().cells.iter().step_by(CELL_WORDS).enumerate() {
+        let m = w.load(Ordering::Relaxed);
+        assert!(
+            m == 0 || ((m - 1) % cap == i as u64 && m <= head),
+            "cell {i}: first word {m:#x} at head {head}"
+        );
+    }
+}
+
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     (0..len)
@@ -77,7 +90,7 @@ fn every_category_round_trips_field_by_field() {
         },
     ];
     for m in &msgs {
-        r.ring().try_enqueue(&cache, 42, 1, m).unwrap();
+        assert!(!r.ring().try_enqueue(&cache, 42, 1, m).unwrap());
     }
     for m in &msgs {
         let got = r.ring().try_dequeue(&mut head).unwrap().unwrap();
@@ -91,13 +104,7 @@ fn every_category_round_trips_field_by_field() {
     // Positions used: 1 + 1 + cells_for(16, 300) + 1 + 1.
     assert_eq!(head, 4 + cells_for(16, 300) as u64);
     assert_eq!(r.ring().head.load(Ordering::Relaxed), head);
-    // Invariant 2: every first word is zero again.
-    assert!(r
-        .ring()
-        .cells
-        .iter()
-        .step_by(CELL_WORDS)
-        .all(|w| w.load(Ordering::Relaxed) == 0));
+    assert_invariant_2(&r, head);
 }
 
 #[test]
@@ -146,7 +153,7 @@ fn records_never_wrap_a_pad_fills_the_end() {
     assert_eq!(cells_for(1, 60), 2);
     // 10 rounds of 5 cells = 50 cells plus the pads that were needed.
     assert!(head > 50, "no pad was ever inserted (head {head})");
-    assert_eq!(head, r.ring().tail.load(Ordering::Relaxed));
+    assert_invariant_2(&r, head);
 }
 
 #[test]
@@ -378,4 +385,62 @@ fn futex_wait_times_out_or_sees_a_changed_value() {
         FutexWait::TimedOut
     );
     futex_wake(&w, 1); // no waiter: a no-op
+}
+
+#[test]
+fn stale_markers_read_as_empty_other_values_as_corrupt() {
+    let r = TestRing::new(8);
+    let cache = AtomicU64::new(0);
+    let mut head = 0u64;
+    // Three laps of one-cell messages: every cell holds a stale marker afterwards.
+    for i in 0..24u32 {
+        r.ring().try_enqueue(&cache, 0, 1, &short(i % 9)).unwrap();
+        drop(r.ring().try_dequeue(&mut head).unwrap().unwrap());
+    }
+    assert_eq!(head, 24);
+    assert_eq!(r.ring().cells[0].load(Ordering::Relaxed), 17); // position 16's marker
+    assert!(r.ring().try_dequeue(&mut head).unwrap().is_none());
+    assert!(!r.ring().committed_at(head));
+    // A value of the wrong residue, or from the future, is not a stale marker.
+    r.ring().cells[0].store(18, Ordering::Relaxed);
+    assert_eq!(corrupt_reason(&r, &mut head), "marker 0x12, expected 0x19");
+    r.ring().cells[0].store(33, Ordering::Relaxed);
+    assert_eq!(corrupt_reason(&r, &mut head), "marker 0x21, expected 0x19");
+    r.ring().cells[0].store(9, Ordering::Relaxed);
+    assert!(r.ring().try_dequeue(&mut head).unwrap().is_none());
+    r.ring().try_enqueue(&cache, 0, 1, &short(5)).unwrap();
+    assert!(r.ring().committed_at(head));
+    assert_eq!(
+        r.ring().try_dequeue(&mut head).unwrap().unwrap().args(),
+        &[5]
+    );
+}
+
+#[test]
+fn the_sleep_bit_is_seen_by_exactly_one_producer_and_blocks_a_busy_sleep() {
+    let r = TestRing::new(8);
+    let cache = AtomicU64::new(0);
+    let mut head = 0u64;
+    assert!(r.ring().announce_sleep(head), "an empty ring is idle");
+    assert_eq!(r.ring().tail.load(Ordering::Relaxed), SLEEP_BIT);
+    assert!(
+        r.ring().try_enqueue(&cache, 0, 1, &short(1)).unwrap(),
+        "first must ring"
+    );
+    assert!(!r.ring().try_enqueue(&cache, 0, 1, &short(2)).unwrap());
+    assert_eq!(r.ring().tail.load(Ordering::Relaxed), 2);
+    // Records are pending: announcing finds the ring busy.
+    assert!(!r.ring().announce_sleep(head));
+    r.ring().retract_sleep();
+    assert!(!r.ring().try_enqueue(&cache, 0, 1, &short(3)).unwrap());
+    for i in 1..4 {
+        assert_eq!(
+            r.ring().try_dequeue(&mut head).unwrap().unwrap().args(),
+            &[i]
+        );
+    }
+    assert!(r.ring().announce_sleep(head));
+    r.ring().retract_sleep();
+    assert_eq!(r.ring().tail.load(Ordering::Relaxed), 3);
+    assert!(!r.ring().try_enqueue(&cache, 0, 1, &short(4)).unwrap());
 }

@@ -1,19 +1,23 @@
-//! Blocking waits without a syscall on the hot path: spin briefly, then sleep on a futex in
-//! the shared mapping; a sender makes the wake-up syscall only when the receiver announced it
-//! is asleep.
+//! Blocking waits without a syscall or a fence on the hot path: spin briefly, then sleep on
+//! a futex (the *doorbell*) in the receiver's mapping; a sender makes the wake-up syscall
+//! only when the receiver announced it is asleep.
 //!
-//! The handshake is a store-load (Dekker) pattern, which needs `SeqCst` on both sides:
+//! The announcement is the sleep bit in the `tail` word of each of the receiver's rings
+//! (see `queue`), which every sender CASes anyway:
 //!
 //! ```text
-//! sender:   marker.store(SeqCst)        receiver: bell.store(SLEEPING, SeqCst)
-//!           bell.load(SeqCst)                     marker.load(SeqCst)  -- re-check
-//!                                                 futex_wait(bell, SLEEPING)
+//! receiver: bell.store(SLEEPING)              sender: CAS tail (clears the bit, Acquire)
+//!           idle = fetch_or(tail, BIT) == head         write record, commit marker
+//!                  (Release; for every ring)           if the CAS saw the bit: wake(bell)
+//!           if idle: futex_wait(bell, SLEEPING)
+//!           bell.store(AWAKE); clear the bits
 //! ```
 //!
-//! In the single total order of `SeqCst` operations either the receiver's re-check sees the
-//! marker (and does not sleep) or the sender's load sees `SLEEPING` (and wakes it); and
-//! `futex_wait` only sleeps while the word still reads `SLEEPING`, so a wake-up that lands
-//! between the re-check and the syscall is not lost.
+//! In the modification order of `tail`, a reservation is either before the receiver's
+//! `fetch_or` (which then sees `tail != head` and does not sleep) or after it (so some CAS
+//! sees the bit; it acquires the receiver's `SLEEPING`, and its `wake` swaps the bell to
+//! `AWAKE` and calls `FUTEX_WAKE`). `futex_wait` only sleeps while the bell still reads
+//! `SLEEPING`, so a wake-up that lands before the syscall is not lost.
 #![deny(unsafe_code)]
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -58,26 +62,32 @@ pub(crate) fn spin_until(policy: WaitPolicy, mut ready: impl FnMut() -> bool) ->
     }
 }
 
-/// Rings `bell` if its owner sleeps. Call after a `SeqCst` store that publishes work.
-pub(crate) fn ring(bell: &AtomicU32) {
-    // The load is the hot path: the line stays shared while the receiver is awake. The swap
-    // makes exactly one of several concurrent senders pay for the syscall.
-    if bell.load(Ordering::SeqCst) == SLEEPING && bell.swap(AWAKE, Ordering::SeqCst) == SLEEPING {
+/// Wakes the owner of `bell`; called by the sender whose reservation cleared a sleep bit,
+/// after its commit. The swap makes the syscall happen only if the owner still sleeps.
+pub(crate) fn wake(bell: &AtomicU32) {
+    // AcqRel: a read-modify-write is all that is needed; the data is ordered by the markers.
+    if bell.swap(AWAKE, Ordering::AcqRel) == SLEEPING {
         futex_wake(bell, i32::MAX);
     }
 }
 
-/// Sleeps on `bell` for at most `timeout` unless `pending()` (which must load with `SeqCst`)
-/// is true after announcing the sleep. Returns `pending()` on wake-up. One waiter per bell:
-/// with several, a wake-up may reach only one of them (the others then sleep until timeout).
-pub(crate) fn sleep(bell: &AtomicU32, timeout: Duration, pending: impl Fn() -> bool) -> bool {
-    bell.store(SLEEPING, Ordering::SeqCst);
-    if !pending() {
+/// Sleeps on `bell` for at most `timeout` if `announce()` (which sets the sleep bits and
+/// returns whether every ring is idle) says so; then `retract()` clears the bits. One
+/// waiter per bell: with several, a wake-up may reach only one of them.
+pub(crate) fn sleep(
+    bell: &AtomicU32,
+    timeout: Duration,
+    announce: impl FnOnce() -> bool,
+    retract: impl FnOnce(),
+) {
+    // Relaxed: published to senders by the Release of the `fetch_or` in `announce`.
+    bell.store(SLEEPING, Ordering::Relaxed);
+    if announce() {
         futex_wait(bell, SLEEPING, timeout);
     }
-    // Relaxed: the flag only gates wake-up syscalls; the data is ordered by the markers.
+    // Relaxed: the bell only gates wake-up syscalls; data is ordered by the markers.
     bell.store(AWAKE, Ordering::Relaxed);
-    pending()
+    retract();
 }
 
 #[cfg(test)]
@@ -87,26 +97,46 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn ring_without_sleeper_is_a_no_op_and_sleep_returns_pending_at_once() {
+    fn wake_without_sleeper_is_a_no_op_and_a_busy_announce_does_not_sleep() {
         let bell = AtomicU32::new(AWAKE);
-        ring(&bell);
+        wake(&bell);
         assert_eq!(bell.load(Ordering::Relaxed), AWAKE);
-        assert!(sleep(&bell, Duration::from_secs(60), || true));
+        let retracted = AtomicBool::new(false);
+        // Not idle: returns at once although the timeout is an hour.
+        sleep(
+            &bell,
+            Duration::from_secs(3600),
+            || false,
+            || retracted.store(true, Ordering::Relaxed),
+        );
+        assert!(retracted.load(Ordering::Relaxed));
         assert_eq!(bell.load(Ordering::Relaxed), AWAKE);
-        assert!(!sleep(&bell, Duration::from_millis(1), || false));
+        // Idle and nobody wakes us: the timeout ends the sleep.
+        sleep(&bell, Duration::from_millis(1), || true, || {});
+        assert_eq!(bell.load(Ordering::Relaxed), AWAKE);
     }
 
     #[test]
-    fn a_sleeper_is_woken_by_ring() {
+    fn a_sleeper_is_woken_by_wake() {
         let bell = Arc::new(AtomicU32::new(AWAKE));
-        let flag = Arc::new(AtomicBool::new(false));
-        let (b, f) = (Arc::clone(&bell), Arc::clone(&flag));
+        let announced = Arc::new(AtomicBool::new(false));
+        let (b, a) = (Arc::clone(&bell), Arc::clone(&announced));
         let t = std::thread::spawn(move || {
-            // A long timeout: the test fails by hanging for 60 s only if the wake-up is lost.
-            while !sleep(&b, Duration::from_secs(60), || f.load(Ordering::SeqCst)) {}
+            // The test fails by hanging for an hour only if the wake-up is lost.
+            sleep(
+                &b,
+                Duration::from_secs(3600),
+                || {
+                    a.store(true, Ordering::Release);
+                    true
+                },
+                || {},
+            );
         });
-        flag.store(true, Ordering::SeqCst);
-        ring(&bell);
+        while !announced.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        wake(&bell);
         t.join().unwrap();
     }
 
