@@ -47,7 +47,25 @@ struct RegionInner {
 pub trait Memory: Send + Sync {
     /// The words. Must return the same slice (same address and length) on every call.
     fn words(&self) -> &[AtomicU64];
+
+    /// Optional bulk copy of `src` to byte `offset` (already checked to lie inside the
+    /// memory), for storage that can do better than the word loop; `false` means "not done,
+    /// use the word loop". Called only for copies of at least [`BULK_COPY_MIN`] bytes.
+    fn write_bytes(&self, offset: usize, src: &[u8]) -> bool {
+        let _ = (offset, src);
+        false
+    }
+
+    /// Optional bulk copy from byte `offset` into `dst`; see [`Memory::write_bytes`].
+    fn read_bytes(&self, offset: usize, dst: &mut [u8]) -> bool {
+        let _ = (offset, dst);
+        false
+    }
 }
+
+/// Copies shorter than this always use the atomic word loop; longer ones may use the storage's
+/// bulk copy ([`Memory::write_bytes`]).
+pub const BULK_COPY_MIN: usize = 4096;
 
 struct HeapMemory(Box<[AtomicU64]>);
 
@@ -149,6 +167,9 @@ impl Region {
     /// Copies `dst.len()` bytes starting at `offset` into `dst`.
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), OutOfBounds> {
         self.check(offset as u64, dst.len() as u64)?;
+        if dst.len() >= BULK_COPY_MIN && self.inner.memory.read_bytes(offset, dst) {
+            return Ok(());
+        }
         let words = self.inner.memory.words();
         let mut pos = offset;
         let mut out = 0;
@@ -158,13 +179,16 @@ impl Region {
             pos += 1;
             out += 1;
         }
-        // Whole words.
-        while dst.len() - out >= 8 {
-            let w = words[pos / 8].load(DATA);
-            dst[out..out + 8].copy_from_slice(&w.to_le_bytes());
-            pos += 8;
-            out += 8;
+        // Whole words (zipped iterators: no per-word bounds checks, so the loop stays tight).
+        let whole = (dst.len() - out) / 8;
+        for (w, chunk) in words[pos / 8..pos / 8 + whole]
+            .iter()
+            .zip(dst[out..out + whole * 8].chunks_exact_mut(8))
+        {
+            chunk.copy_from_slice(&w.load(DATA).to_le_bytes());
         }
+        pos += whole * 8;
+        out += whole * 8;
         // Trailing partial word.
         if out < dst.len() {
             let w = words[pos / 8].load(DATA).to_le_bytes();
@@ -180,6 +204,9 @@ impl Region {
     /// preserved even under concurrent writes to them (merged with a compare-and-swap loop).
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), OutOfBounds> {
         self.check(offset as u64, src.len() as u64)?;
+        if src.len() >= BULK_COPY_MIN && self.inner.memory.write_bytes(offset, src) {
+            return Ok(());
+        }
         let words = self.inner.memory.words();
         let mut pos = offset;
         let mut inp = 0;
@@ -191,13 +218,17 @@ impl Region {
             pos += n;
             inp += n;
         }
-        while src.len() - inp >= 8 {
+        let whole = (src.len() - inp) / 8;
+        for (w, chunk) in words[pos / 8..pos / 8 + whole]
+            .iter()
+            .zip(src[inp..inp + whole * 8].chunks_exact(8))
+        {
             let mut b = [0u8; 8];
-            b.copy_from_slice(&src[inp..inp + 8]);
-            words[pos / 8].store(u64::from_le_bytes(b), DATA);
-            pos += 8;
-            inp += 8;
+            b.copy_from_slice(chunk);
+            w.store(u64::from_le_bytes(b), DATA);
         }
+        pos += whole * 8;
+        inp += whole * 8;
         if inp < src.len() {
             merge_bytes(&words[pos / 8], 0, &src[inp..]);
         }
