@@ -127,8 +127,16 @@ fn source_rank(ev: &Event) -> u32 {
 impl Inner {
     pub(crate) fn poll_internal(&self, call: &'static str) -> Result<usize, AmError> {
         let att = self.attached(call)?;
-        self.process_send_events(call)?;
         let mut ran = self.poll_shm(att);
+        if !self.net_peers {
+            return Ok(ran);
+        }
+        // One round of network progress, then drain what it produced.
+        self.am_ni
+            .interface()
+            .progress()
+            .map_err(|source| AmError::Portals { call, source })?;
+        self.process_send_events(call)?;
         for _ in 0..POLL_BATCH {
             let (work, more) = self.next_work(call, att)?;
             if let Work::Run(p) = work {
@@ -146,7 +154,7 @@ impl Inner {
     fn next_work(&self, call: &'static str, att: &Attached) -> Result<(Work, bool), AmError> {
         let portals = |source| AmError::Portals { call, source };
         let mut rs = lock(&att.recv);
-        let ev = match self.am_ni.eq_get(att.am_eq).map_err(portals)? {
+        let ev = match self.am_ni.eq_take(att.am_eq).map_err(portals)? {
             EqGet::Event(ev) => ev,
             EqGet::Dropped(_) => self.fatal(
                 "incoming active messages were lost (AM event queue overflow); raise GASNET_AM_EVENT_QUEUE_LENGTH",

@@ -436,7 +436,7 @@ impl Inner {
         loop {
             let got = self
                 .am_ni
-                .eq_get(att.send_eq)
+                .eq_take(att.send_eq)
                 .map_err(|source| AmError::Portals { call, source })?;
             let ev = match got {
                 EqGet::Empty => break,

@@ -408,6 +408,11 @@ impl Ni {
         self.iface.progress_locked(&mut st)?;
         st.stack.engine.eq_get(eq)
     }
+    /// Takes the next event without making progress first: for callers that drive progress
+    /// themselves ([`Interface::progress`] once, then drain several queues).
+    pub fn eq_take(&self, eq: EqHandle) -> PtlResult<EqGet> {
+        self.iface.lock().stack.engine.eq_get(eq)
+    }
     /// Waits for the next event (`PtlEQWait`), or `EqEmpty` after `timeout`.
     pub fn eq_wait(&self, eq: EqHandle, timeout: Option<Duration>) -> PtlResult<EqGet> {
         self.iface.eq_poll(&[eq], timeout).map(|(ev, _)| ev)
