@@ -1,0 +1,2 @@
+//! `rgasnet-bench`: placeholder until the compare command lands.
+fn main() {}
