@@ -16,12 +16,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use rgasnet::{Category, Client, Handler, Token, MAX_LONG, MAX_MEDIUM};
+use rgasnet::{AmStats, Category, Client, Handler, Token, MAX_LONG, MAX_MEDIUM};
 use rgasnet_bench::amsync::{poll_until, AmBarrier};
 use rgasnet_bench::opts::{CommonOpts, Out};
 use rgasnet_bench::raw::{self, RawFigures, RawParams};
 use rgasnet_bench::record::Record;
 use rgasnet_bench::stats::{iters_for, median_duration, size_sweep};
+use rgasnet_portals::transport::TransportStats;
 
 /// Round-trip ratio the issue asks for (AM / raw UDP).
 const TARGET_RATIO: f64 = 1.25;
@@ -45,6 +46,10 @@ struct Cli {
     /// benches report); Short and Medium floods are always unbounded.
     #[arg(long, default_value_t = 32)]
     long_flood_window: u64,
+    /// Print, on standard error, each rank's transport and AM counters per AM Short
+    /// ping-pong round trip (datagrams, acks, retransmissions): where the time goes.
+    #[arg(long)]
+    stats: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -149,6 +154,7 @@ struct Bench {
     peer: u32,
     payload: Vec<u8>,
     long_flood_window: u64,
+    stats: bool,
     /// Median per-iteration round trip of each ping-pong ReqRep, by (category, size).
     rtt: HashMap<(Cat, usize), Duration>,
 }
@@ -212,6 +218,7 @@ impl Bench {
         self.sync()?;
         let st = self.st.clone();
         let mut result = None;
+        let before = self.stats.then(|| self.counters());
         if self.sender {
             let mut rtts = Vec::with_capacity(iters as usize);
             let start = Instant::now();
@@ -224,6 +231,10 @@ impl Bench {
             result = Some((start.elapsed(), rtts));
         } else if self.receiver {
             self.wait("ping-pong requests", &st.requests, iters)?;
+        }
+        if let Some(b) = before {
+            let what = format!("{} {size} byte ping-pong ReqRep round trip", cat.label());
+            self.print_counters(&what, &b, iters);
         }
         Ok(result)
     }
@@ -302,6 +313,35 @@ impl Bench {
             self.wait("flood requests", &st.requests, iters)?;
         }
         Ok(self.sender.then(|| start.elapsed()))
+    }
+
+    fn counters(&self) -> (TransportStats, AmStats) {
+        (
+            self.client.am_ni().interface().transport_stats(),
+            self.client.stats(),
+        )
+    }
+
+    /// Prints the counters' growth since `before`, per operation, on standard error.
+    fn print_counters(&self, what: &str, before: &(TransportStats, AmStats), ops: u64) {
+        let (t0, a0) = before;
+        let (t1, a1) = self.counters();
+        let per = |a: u64, b: u64| (b - a) as f64 / ops.max(1) as f64;
+        eprintln!(
+            "stats: rank {} per {what}: datagrams out {:.2} in {:.2}, data frames {:.2}, \
+             standalone acks {:.2}, piggybacked acks {:.2}, retransmits {:.3}, \
+             AM puts {:.2}, handlers {:.2}, resends {:.3}",
+            self.client.rank(),
+            per(t0.datagrams_out, t1.datagrams_out),
+            per(t0.datagrams_in, t1.datagrams_in),
+            per(t0.data_frames_sent, t1.data_frames_sent),
+            per(t0.standalone_acks, t1.standalone_acks),
+            per(t0.piggybacked_acks, t1.piggybacked_acks),
+            per(t0.retransmits, t1.retransmits),
+            per(a0.sent, a1.sent),
+            per(a0.handled, a1.handled),
+            per(a0.resends, a1.resends),
+        );
     }
 
     /// Prints one testam line; `what` is (section, category, test name).
@@ -475,6 +515,7 @@ fn run() -> Result<()> {
             .collect(),
         rtt: HashMap::new(),
         long_flood_window: cli.long_flood_window,
+        stats: cli.stats,
     };
     if rank == 0 {
         b.out.text(&format!(
