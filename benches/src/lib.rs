@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod amsync;
+pub mod compare;
 pub mod opts;
 pub mod parse;
 pub mod raw;
