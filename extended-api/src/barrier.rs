@@ -1,0 +1,368 @@
+//! Barriers: split-phase notify/wait (named or anonymous, with mismatch detection) over a
+//! dissemination algorithm of active messages.
+//!
+//! In round `k` (of `ceil(log2 n)`) rank `r` sends its accumulated barrier value to rank
+//! `r + 2^k` and waits for the value of rank `r - 2^k` (mod `n`). Values merge — the first name
+//! seen, and a mismatch flag raised by a rank's `MISMATCH` flag or by two different names — so
+//! after the last round every rank holds the merge over all ranks, and a mismatch is reported
+//! on every rank. Messages carry the barrier's epoch; a rank is at most one barrier ahead of
+//! another, so incoming values are kept by epoch parity and round.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+
+use crate::error::ExtError;
+use crate::ext::{Core, Extended, H_BARRIER};
+
+bitflags::bitflags! {
+    /// Flags of `barrier_notify` / `barrier_wait` (GASNet's `GASNET_BARRIERFLAG_*`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct BarrierFlags: u32 {
+        /// The barrier is anonymous: it matches any name (the id is ignored).
+        const ANONYMOUS = 1;
+        /// Force a mismatch: every rank's wait reports [`ExtError::BarrierMismatch`].
+        const MISMATCH = 2;
+    }
+}
+
+/// Most rounds: enough for 2^32 ranks.
+const MAX_ROUNDS: usize = 32;
+const BIT_NAMED: u32 = 1;
+const BIT_MISMATCH: u32 = 2;
+
+/// A barrier value: the name agreed on so far (`None`: all anonymous) and the mismatch flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Value {
+    named: Option<u32>,
+    mismatch: bool,
+}
+
+impl Value {
+    fn new(id: u32, flags: BarrierFlags) -> Value {
+        Value {
+            named: (!flags.contains(BarrierFlags::ANONYMOUS)).then_some(id),
+            mismatch: flags.contains(BarrierFlags::MISMATCH),
+        }
+    }
+
+    fn merge(self, other: Value) -> Value {
+        let differ = matches!((self.named, other.named), (Some(a), Some(b)) if a != b);
+        Value {
+            named: self.named.or(other.named),
+            mismatch: self.mismatch || other.mismatch || differ,
+        }
+    }
+
+    fn encode(self) -> (u32, u32) {
+        let mut bits = 0;
+        if self.named.is_some() {
+            bits |= BIT_NAMED;
+        }
+        if self.mismatch {
+            bits |= BIT_MISMATCH;
+        }
+        (self.named.unwrap_or(0), bits)
+    }
+
+    fn decode(id: u32, bits: u32) -> Value {
+        Value {
+            named: (bits & BIT_NAMED != 0).then_some(id),
+            mismatch: bits & BIT_MISMATCH != 0,
+        }
+    }
+}
+
+/// Incoming values by epoch parity and round, each with its epoch.
+type Inbox = [[Option<(u32, Value)>; MAX_ROUNDS]; 2];
+
+/// The barrier in progress on this rank.
+struct Active {
+    id: u32,
+    flags: BarrierFlags,
+    acc: Value,
+    /// Rounds whose incoming value has been merged.
+    round: u32,
+}
+
+struct Phase {
+    epoch: u32,
+    active: Option<Active>,
+}
+
+/// One rank's barrier state.
+pub(crate) struct Barrier {
+    rank: u32,
+    size: u32,
+    rounds: u32,
+    /// Incoming values by epoch parity and round, with their epoch.
+    inbox: Mutex<Inbox>,
+    phase: Mutex<Phase>,
+    /// The last epoch whose every round is merged (read inside waits without the lock).
+    complete: AtomicU32,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Barrier {
+    pub(crate) fn new(rank: u32, size: u32) -> Barrier {
+        let rounds = if size <= 1 {
+            0
+        } else {
+            u32::BITS - (size - 1).leading_zeros()
+        };
+        Barrier {
+            rank,
+            size,
+            rounds,
+            inbox: Mutex::new([[None; MAX_ROUNDS]; 2]),
+            phase: Mutex::new(Phase {
+                epoch: 0,
+                active: None,
+            }),
+            complete: AtomicU32::new(0),
+        }
+    }
+
+    fn partner_to(&self, round: u32) -> u32 {
+        ((u64::from(self.rank) + (1u64 << round)) % u64::from(self.size)) as u32
+    }
+
+    fn partner_from(&self, round: u32) -> u32 {
+        let n = u64::from(self.size);
+        ((u64::from(self.rank) + n - (1u64 << round) % n) % n) as u32
+    }
+
+    /// Handler of a barrier message `[epoch, round, id, bits]` from `source`.
+    pub(crate) fn handle(&self, source: u32, a: &[u32]) {
+        let [epoch, round, id, bits] = a else {
+            return;
+        };
+        if *round >= self.rounds || source != self.partner_from(*round) {
+            eprintln!(
+                "rgasnet: rank {}: ignoring a barrier message from rank {source} for round {round} (not a partner in this job's {} rounds)",
+                self.rank, self.rounds
+            );
+            return;
+        }
+        let mut inbox = lock(&self.inbox);
+        let slot = &mut inbox[(*epoch & 1) as usize][*round as usize];
+        if slot.is_some() {
+            eprintln!(
+                "rgasnet: rank {}: duplicate barrier message from rank {source} (epoch {epoch}, round {round}) ignored",
+                self.rank
+            );
+            return;
+        }
+        *slot = Some((*epoch, Value::decode(*id, *bits)));
+    }
+
+    /// Sends this rank's value for `round` of `epoch`.
+    fn send(
+        &self,
+        core: &Core,
+        call: &'static str,
+        epoch: u32,
+        round: u32,
+        v: Value,
+    ) -> Result<(), ExtError> {
+        let (id, bits) = v.encode();
+        core.client
+            .am_request_short(self.partner_to(round), H_BARRIER, &[epoch, round, id, bits])
+            .map_err(|e| ExtError::from_am(call, e))
+    }
+
+    /// Merges every value that has arrived for the barrier in progress and sends the next
+    /// rounds. Skipped if another thread is in a barrier call (it advances itself).
+    pub(crate) fn advance(&self, core: &Core, call: &'static str) -> Result<(), ExtError> {
+        let Ok(mut ph) = self.phase.try_lock() else {
+            return Ok(());
+        };
+        self.advance_locked(core, call, &mut ph)
+    }
+
+    fn advance_locked(
+        &self,
+        core: &Core,
+        call: &'static str,
+        ph: &mut Phase,
+    ) -> Result<(), ExtError> {
+        let epoch = ph.epoch;
+        let Some(a) = &mut ph.active else {
+            return Ok(());
+        };
+        while a.round < self.rounds {
+            let got = lock(&self.inbox)[(epoch & 1) as usize][a.round as usize].take();
+            let Some((e, v)) = got else {
+                return Ok(());
+            };
+            if e != epoch {
+                eprintln!(
+                    "rgasnet: fatal error on rank {}: barrier message of epoch {e} while in epoch {epoch} (ranks called different numbers of barriers)",
+                    self.rank
+                );
+                core.client.exit(1)
+            }
+            a.acc = a.acc.merge(v);
+            a.round += 1;
+            if a.round < self.rounds {
+                self.send(core, call, epoch, a.round, a.acc)?;
+            }
+        }
+        self.complete.store(epoch, Ordering::Release);
+        Ok(())
+    }
+
+    fn notify(&self, core: &Core, id: u32, flags: BarrierFlags) -> Result<(), ExtError> {
+        let mut ph = lock(&self.phase);
+        if ph.active.is_some() {
+            return Err(ExtError::BarrierAlreadyNotified);
+        }
+        ph.epoch = ph.epoch.wrapping_add(1);
+        let acc = Value::new(id, flags);
+        ph.active = Some(Active {
+            id,
+            flags,
+            acc,
+            round: 0,
+        });
+        if self.rounds == 0 {
+            self.complete.store(ph.epoch, Ordering::Release);
+            return Ok(());
+        }
+        let epoch = ph.epoch;
+        if let Err(e) = self.send(core, "barrier_notify", epoch, 0, acc) {
+            // Nothing was sent: the barrier did not start, so notify may be called again.
+            ph.active = None;
+            ph.epoch = ph.epoch.wrapping_sub(1);
+            return Err(e);
+        }
+        // Values of this epoch may already be here (faster ranks).
+        self.advance_locked(core, "barrier_notify", &mut ph)
+    }
+
+    /// Checks that a barrier is in progress with these arguments; returns its epoch.
+    fn check(&self, call: &'static str, id: u32, flags: BarrierFlags) -> Result<u32, ExtError> {
+        let ph = lock(&self.phase);
+        let Some(a) = &ph.active else {
+            return Err(ExtError::BarrierNotNotified { call });
+        };
+        let same_name = a.flags.contains(BarrierFlags::ANONYMOUS) || a.id == id;
+        if a.flags != flags || !same_name {
+            return Err(ExtError::BarrierWaitArgs {
+                call,
+                notify_id: a.id,
+                notify_flags: a.flags.bits(),
+                wait_id: id,
+                wait_flags: flags.bits(),
+            });
+        }
+        Ok(ph.epoch)
+    }
+
+    fn is_complete(&self, epoch: u32) -> bool {
+        self.complete.load(Ordering::Acquire) == epoch
+    }
+
+    /// Ends the completed barrier and reports its outcome.
+    fn finish(&self, call: &'static str) -> Result<(), ExtError> {
+        let mut ph = lock(&self.phase);
+        match ph.active.take() {
+            Some(a) if a.acc.mismatch => Err(ExtError::BarrierMismatch { call }),
+            Some(_) => Ok(()),
+            None => Err(ExtError::BarrierNotNotified { call }),
+        }
+    }
+}
+
+impl Extended {
+    /// First half of a split-phase barrier: signals arrival with `id` (ignored with
+    /// [`BarrierFlags::ANONYMOUS`]). Does not wait. Called by one thread per rank.
+    pub fn barrier_notify(&self, id: u32, flags: BarrierFlags) -> Result<(), ExtError> {
+        self.sh.core.barrier.notify(&self.sh.core, id, flags)
+    }
+
+    /// Second half: waits (making progress) until every rank has notified. `id` and `flags`
+    /// must be those given to `barrier_notify`. Every rank gets
+    /// [`ExtError::BarrierMismatch`] if names differed or a rank flagged a mismatch.
+    pub fn barrier_wait(&self, id: u32, flags: BarrierFlags) -> Result<(), ExtError> {
+        let call = "barrier_wait";
+        let b = &self.sh.core.barrier;
+        let epoch = b.check(call, id, flags)?;
+        self.sh
+            .wait_until(call, None, |_, _| Ok(b.is_complete(epoch)))?;
+        b.finish(call)
+    }
+
+    /// Non-blocking wait: polls once and returns `Ok(true)` (barrier complete, or the
+    /// mismatch error) or `Ok(false)` (not yet; call again).
+    pub fn barrier_try(&self, id: u32, flags: BarrierFlags) -> Result<bool, ExtError> {
+        let call = "barrier_try";
+        let b = &self.sh.core.barrier;
+        let epoch = b.check(call, id, flags)?;
+        self.sh
+            .wait_until(call, Some(std::time::Duration::ZERO), |_, _| {
+                Ok(b.is_complete(epoch))
+            })?;
+        if !b.is_complete(epoch) {
+            return Ok(false);
+        }
+        b.finish(call).map(|()| true)
+    }
+
+    /// Blocking anonymous barrier.
+    pub fn barrier(&self) -> Result<(), ExtError> {
+        self.barrier_notify(0, BarrierFlags::ANONYMOUS)?;
+        self.barrier_wait(0, BarrierFlags::ANONYMOUS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_rules() {
+        let anon = Value::new(7, BarrierFlags::ANONYMOUS);
+        let a = Value::new(1, BarrierFlags::empty());
+        let b = Value::new(2, BarrierFlags::empty());
+        let m = Value::new(1, BarrierFlags::MISMATCH);
+        assert_eq!(anon.named, None);
+        assert_eq!(anon.merge(a), a);
+        assert_eq!(a.merge(anon), a);
+        assert_eq!(a.merge(a), a);
+        assert!(a.merge(b).mismatch);
+        assert!(anon.merge(m).mismatch);
+        assert!(!anon.merge(anon).mismatch);
+        for v in [anon, a, b, m, a.merge(b)] {
+            let (id, bits) = v.encode();
+            assert_eq!(Value::decode(id, bits), v);
+        }
+    }
+
+    #[test]
+    fn rounds_and_partners() {
+        assert_eq!(Barrier::new(0, 1).rounds, 0);
+        assert_eq!(Barrier::new(0, 2).rounds, 1);
+        assert_eq!(Barrier::new(0, 3).rounds, 2);
+        assert_eq!(Barrier::new(0, 4).rounds, 2);
+        assert_eq!(Barrier::new(0, 5).rounds, 3);
+        let b = Barrier::new(1, 5);
+        assert_eq!(b.partner_to(0), 2);
+        assert_eq!(b.partner_to(2), 0);
+        assert_eq!(b.partner_from(0), 0);
+        assert_eq!(b.partner_from(1), 4);
+        assert_eq!(b.partner_from(2), 2);
+        // Sending to r + 2^k and receiving from r - 2^k pair up across ranks.
+        for n in 2..9u32 {
+            for r in 0..n {
+                let me = Barrier::new(r, n);
+                for k in 0..me.rounds {
+                    let to = me.partner_to(k);
+                    assert_eq!(Barrier::new(to, n).partner_from(k), r);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,753 @@
+//! Blocking and explicit-handle (`nb`) put and get, value forms, and the waits on handles.
+//!
+//! Every explicit network operation reports one full event (ACK for a put, REPLY for a get) to
+//! the shared event queue, tagged with its cell. Whichever thread is waiting drains the queue;
+//! a handle's owner sees its cell complete, copies a get's landing into its buffer and frees
+//! the cell.
+//!
+//! Completion guarantees (the same for every put form): the source bytes are copied out before
+//! the call returns, so the source buffer may be overwritten as soon as any put call returns
+//! (local completion at return). A blocking put returns once the target acknowledged the data:
+//! it is visible to the target and to any later get (remote completion). A handle's wait gives
+//! remote completion of a put and, for a get, the data in the destination buffer.
+
+use rgasnet_portals::engine::{Engine, GetArgs, MdHandle, PutArgs, RemoteAddr};
+use rgasnet_portals::{AckReq, ProcessId, Region};
+
+use crate::error::ExtError;
+use crate::ext::{Extended, Shared, GET_CHUNK, PUT_CHUNK, SMALL_GET};
+use crate::nbi::Group;
+use crate::ops::{Freed, Landing};
+
+/// Where a completed get's bytes go.
+enum Dest<'a> {
+    /// Nothing to copy (a put, or a get that landed in its destination directly).
+    None,
+    /// The caller's buffer, borrowed until completion.
+    Buf(&'a mut [u8]),
+}
+
+enum Kind<'a> {
+    /// Completed (or already reported).
+    Done,
+    /// One explicit operation.
+    Op {
+        cell: u32,
+        rank: u32,
+        call: &'static str,
+        dest: Dest<'a>,
+    },
+    /// An access region's operations.
+    Group(Box<Group<'a>>),
+}
+
+/// The handle of an explicit-handle (`nb`) operation or of an access region. It keeps a get's
+/// destination buffer borrowed until completion. Complete it with [`NbHandle::wait`],
+/// [`NbHandle::try_wait`] or [`Extended::wait_all`] / [`Extended::wait_some`]. Dropping an
+/// incomplete handle abandons it: the operation still completes, its result is discarded
+/// (an access region's handle instead waits for its operations when dropped).
+#[must_use = "an nb operation is complete only once its handle is waited for"]
+pub struct NbHandle<'a> {
+    sh: &'a Shared,
+    kind: Kind<'a>,
+}
+
+impl std::fmt::Debug for NbHandle<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let k = match &self.kind {
+            Kind::Done => "done",
+            Kind::Op { .. } => "operation",
+            Kind::Group(_) => "access region",
+        };
+        f.debug_struct("NbHandle").field("kind", &k).finish()
+    }
+}
+
+impl<'a> NbHandle<'a> {
+    pub(crate) fn done(sh: &'a Shared) -> Self {
+        NbHandle {
+            sh,
+            kind: Kind::Done,
+        }
+    }
+
+    pub(crate) fn op(sh: &'a Shared, cell: u32, rank: u32, call: &'static str) -> Self {
+        NbHandle {
+            sh,
+            kind: Kind::Op {
+                cell,
+                rank,
+                call,
+                dest: Dest::None,
+            },
+        }
+    }
+
+    pub(crate) fn group(sh: &'a Shared, g: Group<'a>) -> Self {
+        NbHandle {
+            sh,
+            kind: Kind::Group(Box::new(g)),
+        }
+    }
+
+    fn call(&self) -> &'static str {
+        match &self.kind {
+            Kind::Op { call, .. } => call,
+            _ => "wait",
+        }
+    }
+
+    /// Whether the operations are complete (no side effects; under the engine lock).
+    fn ready(&self, e: &mut Engine) -> bool {
+        match &self.kind {
+            Kind::Done => true,
+            Kind::Op { cell, .. } => self.sh.core.ops.is_done(*cell),
+            Kind::Group(g) => g.ready(e),
+        }
+    }
+
+    /// If complete, finishes (copies a get's data out, frees resources) and returns the
+    /// result; the handle is then done.
+    fn finish(&mut self) -> Option<Result<(), ExtError>> {
+        match &mut self.kind {
+            Kind::Done => Some(Ok(())),
+            Kind::Op {
+                cell,
+                rank,
+                call,
+                dest,
+            } => {
+                let f = self.sh.core.ops.finish(*cell)?;
+                let (rank, call) = (*rank, *call);
+                let dest = std::mem::replace(dest, Dest::None);
+                self.kind = Kind::Done;
+                let r = Shared::fail_result(call, rank, f.fail);
+                if r.is_ok() {
+                    if let Dest::Buf(buf) = dest {
+                        copy_out(self.sh, &f.landing, buf);
+                    }
+                }
+                self.sh.release_landing(f.landing);
+                Some(r)
+            }
+            Kind::Group(g) => {
+                // An access region finishes through its syncs (done in `wait`/`try_wait`).
+                let _ = g;
+                None
+            }
+        }
+    }
+
+    /// Polls once; returns `Ok(true)` when the operation is complete (and a get's buffer
+    /// filled), `Ok(false)` if not yet, or the operation's error (reported once).
+    pub fn try_wait(&mut self) -> Result<bool, ExtError> {
+        if let Kind::Group(g) = &mut self.kind {
+            let done = g.try_sync_all()?;
+            if done {
+                self.kind = Kind::Done;
+            }
+            return Ok(done);
+        }
+        let call = self.call();
+        if let Some(r) = self.finish() {
+            return r.map(|()| true);
+        }
+        let me = &*self;
+        self.sh.wait_until(
+            call,
+            Some(std::time::Duration::ZERO),
+            |e, _| Ok(me.ready(e)),
+        )?;
+        match self.finish() {
+            Some(r) => r.map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    /// Waits (making progress) until the operation is complete; returns its error if it failed.
+    pub fn wait(mut self) -> Result<(), ExtError> {
+        if let Kind::Group(g) = &mut self.kind {
+            let r = g.sync_all();
+            self.kind = Kind::Done;
+            return r;
+        }
+        let call = self.call();
+        loop {
+            if let Some(r) = self.finish() {
+                return r;
+            }
+            let me = &self;
+            self.sh.wait_until(call, None, |e, _| Ok(me.ready(e)))?;
+        }
+    }
+}
+
+impl Drop for NbHandle<'_> {
+    fn drop(&mut self) {
+        if let Kind::Op { cell, .. } = self.kind {
+            if let Freed::Landing(l) = self.sh.core.ops.orphan(cell) {
+                self.sh.release_landing(l);
+            }
+        }
+        // A Group drops its own way (it syncs).
+    }
+}
+
+fn copy_out(sh: &Shared, landing: &Landing, buf: &mut [u8]) {
+    // The ranges were sized for `buf` at issue, so these reads are in bounds.
+    let _ = match landing {
+        Landing::Small(s) => sh.small.read(*s as usize * SMALL_GET, buf),
+        Landing::Dynamic { region, .. } => region.read(0, buf),
+        Landing::None => Ok(()),
+    };
+}
+
+impl Shared {
+    /// Issues the network puts of an explicit put of `src` (from a bounce lane) reporting to
+    /// cell `cell`. The caller allocated the cell with one completion per chunk.
+    fn issue_put_chunks(
+        &self,
+        call: &'static str,
+        rank: u32,
+        offset: u64,
+        src: &[u8],
+        cell: u32,
+    ) -> Result<(), ExtError> {
+        let n = src.len().div_ceil(PUT_CHUNK).max(1) as u32;
+        let mut issued = 0u32;
+        let r = (0..n).try_for_each(|i| {
+            let lo = i as usize * PUT_CHUNK;
+            let chunk = &src[lo..src.len().min(lo + PUT_CHUNK)];
+            let lane = self.take_lane(call)?;
+            if let Err(e) = self.acquire_credit(call) {
+                self.give_lane(lane);
+                return Err(e);
+            }
+            // In bounds: a chunk is at most PUT_CHUNK, the lane's size.
+            let _ = lane.region.write(0, chunk);
+            let r = self.ni.put(&put_args(
+                lane.md,
+                0,
+                chunk.len(),
+                rank,
+                offset + lo as u64,
+                cell,
+            ));
+            self.give_lane(lane);
+            if let Err(source) = r {
+                self.credits
+                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                return Err(ExtError::Portals { call, source });
+            }
+            issued += 1;
+            Ok(())
+        });
+        if r.is_err() {
+            // The chunks never issued will never complete: account for them so the cell can
+            // finish once the issued ones have.
+            self.core.ops.complete(
+                u64::from(cell),
+                n - issued,
+                rgasnet_portals::NiFail::Dropped,
+            );
+        }
+        r
+    }
+
+    /// An explicit put of `src` to (`rank`, `offset`).
+    pub(crate) fn put_nb_impl<'a>(
+        &'a self,
+        call: &'static str,
+        rank: u32,
+        offset: u64,
+        src: &[u8],
+    ) -> Result<NbHandle<'a>, ExtError> {
+        self.check_remote(call, rank, offset, src.len())?;
+        self.put_nb_raw(call, rank, offset, src)
+    }
+
+    /// [`Shared::put_nb_impl`] after the range check (or without it, to exercise the target's
+    /// own bounds enforcement in tests).
+    fn put_nb_raw<'a>(
+        &'a self,
+        call: &'static str,
+        rank: u32,
+        offset: u64,
+        src: &[u8],
+    ) -> Result<NbHandle<'a>, ExtError> {
+        if let Some(seg) = self.local_segment(rank) {
+            // Checked by the caller, so in bounds.
+            let _ = seg.write(offset as usize, src);
+            return Ok(NbHandle::done(self));
+        }
+        let n = src.len().div_ceil(PUT_CHUNK).max(1) as u32;
+        let cell = self.core.ops.alloc(n, Landing::None);
+        let h = NbHandle::op(self, cell, rank, call);
+        self.issue_put_chunks(call, rank, offset, src, cell)?;
+        Ok(h)
+    }
+
+    /// An explicit get into `dest` from (`rank`, `offset`).
+    pub(crate) fn get_nb_impl<'a>(
+        &'a self,
+        call: &'static str,
+        dest: &'a mut [u8],
+        rank: u32,
+        offset: u64,
+    ) -> Result<NbHandle<'a>, ExtError> {
+        self.check_remote(call, rank, offset, dest.len())?;
+        self.get_nb_raw(call, dest, rank, offset)
+    }
+
+    /// [`Shared::get_nb_impl`] after the range check.
+    fn get_nb_raw<'a>(
+        &'a self,
+        call: &'static str,
+        dest: &'a mut [u8],
+        rank: u32,
+        offset: u64,
+    ) -> Result<NbHandle<'a>, ExtError> {
+        if let Some(seg) = self.local_segment(rank) {
+            // Checked by the caller, so in bounds.
+            let _ = seg.read(offset as usize, dest);
+            return Ok(NbHandle::done(self));
+        }
+        let len = dest.len();
+        let small = if len <= SMALL_GET {
+            self.core.ops.take_small()
+        } else {
+            None
+        };
+        let (landing, md, base) = match small {
+            Some(s) => (Landing::Small(s), self.small_md, s as usize * SMALL_GET),
+            None => {
+                let region = Region::new(len);
+                let md = self
+                    .ni
+                    .md_bind(rgasnet_portals::engine::MdSpec {
+                        region: region.clone(),
+                        offset: 0,
+                        length: len as u64,
+                        options: rgasnet_portals::MdOptions::EVENT_SEND_DISABLE,
+                        eq: Some(self.xeq),
+                        ct: None,
+                    })
+                    .map_err(ExtError::portals(call))?;
+                (Landing::Dynamic { region, md }, md, 0)
+            }
+        };
+        let n = len.div_ceil(GET_CHUNK).max(1) as u32;
+        let cell = self.core.ops.alloc(n, landing);
+        let mut h = NbHandle::op(self, cell, rank, call);
+        if let Kind::Op { dest: d, .. } = &mut h.kind {
+            *d = Dest::Buf(dest);
+        }
+        self.issue_get_chunks(call, md, base, len, rank, offset, cell)?;
+        Ok(h)
+    }
+
+    /// Issues the network gets of an explicit get landing at `base` of `md`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn issue_get_chunks(
+        &self,
+        call: &'static str,
+        md: MdHandle,
+        base: usize,
+        len: usize,
+        rank: u32,
+        offset: u64,
+        cell: u32,
+    ) -> Result<(), ExtError> {
+        let n = len.div_ceil(GET_CHUNK).max(1) as u32;
+        let mut done = 0usize;
+        for i in 0..n {
+            let chunk = (len - done).min(GET_CHUNK);
+            let r = self.acquire_credit(call).and_then(|()| {
+                self.ni
+                    .get(&get_args(
+                        md,
+                        base + done,
+                        chunk,
+                        rank,
+                        offset + done as u64,
+                        cell,
+                    ))
+                    .map_err(|source| {
+                        self.credits
+                            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                        ExtError::Portals { call, source }
+                    })
+            });
+            if let Err(e) = r {
+                self.core
+                    .ops
+                    .complete(u64::from(cell), n - i, rgasnet_portals::NiFail::Dropped);
+                return Err(e);
+            }
+            done += chunk;
+        }
+        Ok(())
+    }
+}
+
+impl Shared {
+    /// A put from, or a get into, this rank's own segment, through the segment's descriptor.
+    fn seg_nb(
+        &self,
+        call: &'static str,
+        put: bool,
+        rank: u32,
+        offset: u64,
+        local_offset: u64,
+        len: u64,
+    ) -> Result<NbHandle<'_>, ExtError> {
+        self.check_local(call, local_offset, len)?;
+        self.check_remote(call, rank, offset, len as usize)?;
+        let (lo, l) = (local_offset as usize, len as usize);
+        if let Some(seg) = self.local_segment(rank) {
+            let (from, to) = if put {
+                (lo, offset as usize)
+            } else {
+                (offset as usize, lo)
+            };
+            if let Ok(d) = self.segment.to_vec(from, l) {
+                let _ = seg.write(to, &d);
+            }
+            return Ok(NbHandle::done(self));
+        }
+        let chunk = if put { PUT_CHUNK } else { GET_CHUNK };
+        let n = l.div_ceil(chunk).max(1) as u32;
+        let cell = self.core.ops.alloc(n, Landing::None);
+        let h = NbHandle::op(self, cell, rank, call);
+        if !put {
+            self.issue_get_chunks(call, self.seg_md, lo, l, rank, offset, cell)?;
+            return Ok(h);
+        }
+        for i in 0..n {
+            let at = i as usize * chunk;
+            let this = (l - at).min(chunk);
+            let r = self.acquire_credit(call).and_then(|()| {
+                self.ni
+                    .put(&put_args(
+                        self.seg_md,
+                        lo + at,
+                        this,
+                        rank,
+                        offset + at as u64,
+                        cell,
+                    ))
+                    .map_err(|source| {
+                        self.credits
+                            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                        ExtError::Portals { call, source }
+                    })
+            });
+            if let Err(e) = r {
+                self.core
+                    .ops
+                    .complete(u64::from(cell), n - i, rgasnet_portals::NiFail::Dropped);
+                return Err(e);
+            }
+        }
+        Ok(h)
+    }
+}
+
+pub(crate) fn put_args(
+    md: MdHandle,
+    local: usize,
+    len: usize,
+    rank: u32,
+    offset: u64,
+    user_ptr: u32,
+) -> PutArgs {
+    PutArgs {
+        md,
+        local_offset: local as u64,
+        length: len as u64,
+        ack_req: AckReq::Ack,
+        remote: remote(rank, offset),
+        user_ptr: u64::from(user_ptr),
+        hdr_data: 0,
+    }
+}
+
+pub(crate) fn get_args(
+    md: MdHandle,
+    local: usize,
+    len: usize,
+    rank: u32,
+    offset: u64,
+    user_ptr: u32,
+) -> GetArgs {
+    GetArgs {
+        md,
+        local_offset: local as u64,
+        length: len as u64,
+        remote: remote(rank, offset),
+        user_ptr: u64::from(user_ptr),
+    }
+}
+
+pub(crate) fn remote(rank: u32, offset: u64) -> RemoteAddr {
+    RemoteAddr {
+        target: ProcessId::Rank(rank),
+        pt_index: rgasnet::RMA_PT,
+        match_bits: 0,
+        remote_offset: offset,
+    }
+}
+
+/// Checks the size of a value form.
+pub(crate) fn check_val(call: &'static str, nbytes: usize) -> Result<(), ExtError> {
+    if nbytes == 0 || nbytes > 8 {
+        return Err(ExtError::BadValueSize { call, len: nbytes });
+    }
+    Ok(())
+}
+
+impl Extended {
+    /// Blocking put of `src` to `rank`'s segment at `offset`. On return the source may be
+    /// reused and the data is in the target's segment.
+    pub fn put(&self, rank: u32, offset: u64, src: &[u8]) -> Result<(), ExtError> {
+        self.sh.put_nb_impl("put", rank, offset, src)?.wait()
+    }
+
+    /// Bulk blocking put: the same guarantees as [`Extended::put`] (GASNet's bulk forms only
+    /// relax alignment, which this implementation never requires).
+    pub fn put_bulk(&self, rank: u32, offset: u64, src: &[u8]) -> Result<(), ExtError> {
+        self.sh.put_nb_impl("put_bulk", rank, offset, src)?.wait()
+    }
+
+    /// Blocking get of `dest.len()` bytes from `rank`'s segment at `offset` into `dest`.
+    pub fn get(&self, dest: &mut [u8], rank: u32, offset: u64) -> Result<(), ExtError> {
+        self.sh.get_nb_impl("get", dest, rank, offset)?.wait()
+    }
+
+    /// Bulk blocking get (same as [`Extended::get`]).
+    pub fn get_bulk(&self, dest: &mut [u8], rank: u32, offset: u64) -> Result<(), ExtError> {
+        self.sh.get_nb_impl("get_bulk", dest, rank, offset)?.wait()
+    }
+
+    /// Explicit-handle put. The source is copied before this returns (it may be overwritten at
+    /// once); waiting on the handle gives remote completion. Bounds are checked here (typed
+    /// error, nothing sent).
+    pub fn put_nb(&self, rank: u32, offset: u64, src: &[u8]) -> Result<NbHandle<'_>, ExtError> {
+        self.sh.put_nb_impl("put_nb", rank, offset, src)
+    }
+
+    /// Explicit-handle get into `dest`, which stays borrowed by the handle; waiting on the
+    /// handle fills it.
+    pub fn get_nb<'a>(
+        &'a self,
+        dest: &'a mut [u8],
+        rank: u32,
+        offset: u64,
+    ) -> Result<NbHandle<'a>, ExtError> {
+        self.sh.get_nb_impl("get_nb", dest, rank, offset)
+    }
+
+    /// Blocking put of the low `nbytes` (1–8) bytes of `value`, little-endian.
+    pub fn put_val(
+        &self,
+        rank: u32,
+        offset: u64,
+        value: u64,
+        nbytes: usize,
+    ) -> Result<(), ExtError> {
+        check_val("put_val", nbytes)?;
+        let bytes = value.to_le_bytes();
+        self.sh
+            .put_nb_impl("put_val", rank, offset, &bytes[..nbytes])?
+            .wait()
+    }
+
+    /// Explicit-handle form of [`Extended::put_val`].
+    pub fn put_nb_val(
+        &self,
+        rank: u32,
+        offset: u64,
+        value: u64,
+        nbytes: usize,
+    ) -> Result<NbHandle<'_>, ExtError> {
+        check_val("put_nb_val", nbytes)?;
+        let bytes = value.to_le_bytes();
+        self.sh
+            .put_nb_impl("put_nb_val", rank, offset, &bytes[..nbytes])
+    }
+
+    /// Blocking get of `nbytes` (1–8) bytes, returned as the low bytes of a little-endian
+    /// value.
+    pub fn get_val(&self, rank: u32, offset: u64, nbytes: usize) -> Result<u64, ExtError> {
+        check_val("get_val", nbytes)?;
+        let mut bytes = [0u8; 8];
+        self.sh
+            .get_nb_impl("get_val", &mut bytes[..nbytes], rank, offset)?
+            .wait()?;
+        Ok(u64::from_le_bytes(bytes))
+    }
+
+    /// Explicit-handle put of `len` bytes at `local_offset` of this rank's segment, sent
+    /// straight from the segment (no bounce copy). The bytes are read when the network put is
+    /// issued, before this returns, so they may change afterwards.
+    pub fn put_nb_from_segment(
+        &self,
+        rank: u32,
+        offset: u64,
+        local_offset: u64,
+        len: u64,
+    ) -> Result<NbHandle<'_>, ExtError> {
+        self.sh
+            .seg_nb("put_nb_from_segment", true, rank, offset, local_offset, len)
+    }
+
+    /// Blocking form of [`Extended::put_nb_from_segment`].
+    pub fn put_from_segment(
+        &self,
+        rank: u32,
+        offset: u64,
+        local_offset: u64,
+        len: u64,
+    ) -> Result<(), ExtError> {
+        self.sh
+            .seg_nb("put_from_segment", true, rank, offset, local_offset, len)?
+            .wait()
+    }
+
+    /// Explicit-handle get of `len` bytes from (`rank`, `offset`) into this rank's segment at
+    /// `local_offset`: the reply lands there directly (no copy).
+    pub fn get_nb_to_segment(
+        &self,
+        local_offset: u64,
+        rank: u32,
+        offset: u64,
+        len: u64,
+    ) -> Result<NbHandle<'_>, ExtError> {
+        self.sh
+            .seg_nb("get_nb_to_segment", false, rank, offset, local_offset, len)
+    }
+
+    /// Blocking form of [`Extended::get_nb_to_segment`].
+    pub fn get_to_segment(
+        &self,
+        local_offset: u64,
+        rank: u32,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), ExtError> {
+        self.sh
+            .seg_nb("get_to_segment", false, rank, offset, local_offset, len)?
+            .wait()
+    }
+
+    /// Test hook: a blocking put to another rank that skips the initiator's range check, so
+    /// that the target's own bounds enforcement (the list entry, `NI_SEGV`) can be exercised.
+    /// Not for applications.
+    #[doc(hidden)]
+    pub fn put_unchecked_for_tests(
+        &self,
+        rank: u32,
+        offset: u64,
+        src: &[u8],
+    ) -> Result<(), ExtError> {
+        let call = "put_unchecked_for_tests";
+        self.sh.check_remote(call, rank, 0, 0)?;
+        if rank == self.sh.rank {
+            return Err(ExtError::BadRank {
+                call,
+                rank,
+                size: self.sh.size,
+            });
+        }
+        self.sh.put_nb_raw(call, rank, offset, src)?.wait()
+    }
+
+    /// Test hook: the get counterpart of [`Extended::put_unchecked_for_tests`].
+    #[doc(hidden)]
+    pub fn get_unchecked_for_tests(
+        &self,
+        dest: &mut [u8],
+        rank: u32,
+        offset: u64,
+    ) -> Result<(), ExtError> {
+        let call = "get_unchecked_for_tests";
+        self.sh.check_remote(call, rank, 0, 0)?;
+        if rank == self.sh.rank {
+            return Err(ExtError::BadRank {
+                call,
+                rank,
+                size: self.sh.size,
+            });
+        }
+        self.sh.get_nb_raw(call, dest, rank, offset)?.wait()
+    }
+
+    /// Waits for every handle; returns the first error after all have completed.
+    pub fn wait_all(&self, handles: Vec<NbHandle<'_>>) -> Result<(), ExtError> {
+        let mut first = Ok(());
+        for h in handles {
+            let r = h.wait();
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+
+    /// Polls once and completes every handle that is done; returns `Ok(true)` if all are.
+    /// Completed handles are removed from `handles`; an error is reported after removal.
+    pub fn try_wait_all(&self, handles: &mut Vec<NbHandle<'_>>) -> Result<bool, ExtError> {
+        self.poll()?;
+        let r = reap(handles);
+        r.map(|_| handles.is_empty())
+    }
+
+    /// Waits until at least one handle is complete (or `handles` is empty), completes and
+    /// removes every complete one, and returns how many were removed (or the first error
+    /// among them).
+    pub fn wait_some(&self, handles: &mut Vec<NbHandle<'_>>) -> Result<usize, ExtError> {
+        if handles.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            let n_before = handles.len();
+            reap(handles)?;
+            if handles.len() < n_before {
+                return Ok(n_before - handles.len());
+            }
+            let hs = &*handles;
+            self.sh
+                .wait_until("wait_some", None, |e, _| Ok(hs.iter().any(|h| h.ready(e))))?;
+            // Access regions complete through their syncs, which `ready` cannot run.
+            for h in handles.iter_mut() {
+                if matches!(h.kind, Kind::Group(_)) {
+                    h.try_wait()?;
+                }
+            }
+        }
+    }
+}
+
+/// Completes and removes the handles that are done; the first error after all removals.
+fn reap(handles: &mut Vec<NbHandle<'_>>) -> Result<(), ExtError> {
+    let mut first = Ok(());
+    let mut i = 0;
+    while i < handles.len() {
+        let r = match &handles[i].kind {
+            Kind::Group(_) => None,
+            _ => handles[i].finish(),
+        };
+        let done = matches!(handles[i].kind, Kind::Done);
+        if let Some(Err(e)) = r {
+            if first.is_ok() {
+                first = Err(e);
+            }
+        }
+        if done {
+            let _completed = handles.swap_remove(i);
+        } else {
+            i += 1;
+        }
+    }
+    first
+}

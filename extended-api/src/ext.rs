@@ -1,0 +1,427 @@
+//! The [`Extended`] object: collective attach, the Portals resources every operation shares,
+//! range checks, and the one wait loop every blocking call goes through.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rgasnet::{Category, Client, Handler};
+use rgasnet_portals::engine::{Engine, EqGet, EqHandle, MdHandle, MdSpec};
+use rgasnet_portals::interface::{Interface, Ni};
+use rgasnet_portals::{MdOptions, NiFail, Region};
+
+use crate::barrier::Barrier;
+use crate::error::{ExtAttachError, ExtError};
+use crate::ops::{Freed, Landing, Ops};
+
+/// Bytes moved by one network put: larger puts are split. Also the size of a bounce buffer.
+pub(crate) const PUT_CHUNK: usize = 256 << 10;
+/// Bytes moved by one network get: larger gets are split.
+pub(crate) const GET_CHUNK: usize = 4 << 20;
+/// Gets up to this size land in a slot of the shared small-landing region.
+pub(crate) const SMALL_GET: usize = 4096;
+/// Slots of the small-landing region.
+const SMALL_SLOTS: u32 = 256;
+/// Longest a wait blocks in the kernel before it polls the AM layer again (an incoming request
+/// wakes it sooner; this bounds the delay of AM acknowledgements and resends).
+const POLL_SLICE: Duration = Duration::from_micros(500);
+
+/// Reserved AM handler indices of the extended API.
+pub(crate) const H_MEMSET_REQ: u8 = 16;
+pub(crate) const H_MEMSET_REP: u8 = 17;
+pub(crate) const H_BARRIER: u8 = 18;
+
+/// A bounce buffer for explicit puts: data is copied in, then the network put copies it out
+/// before returning, so a lane is held only for the duration of one `put` call.
+pub(crate) struct Lane {
+    pub(crate) region: Region,
+    pub(crate) md: MdHandle,
+}
+
+/// State reached from the AM handlers (created before attach so they can capture it).
+pub(crate) struct Core {
+    pub(crate) client: Client,
+    pub(crate) ops: Ops,
+    pub(crate) barrier: Barrier,
+}
+
+/// Everything behind an [`Extended`].
+pub(crate) struct Shared {
+    pub(crate) core: Arc<Core>,
+    pub(crate) rank: u32,
+    pub(crate) size: u32,
+    pub(crate) segment: Region,
+    pub(crate) seg_sizes: Vec<u64>,
+    pub(crate) ni: Ni,
+    pub(crate) iface: Interface,
+    /// Full events (ACK/REPLY) of explicit operations.
+    pub(crate) xeq: EqHandle,
+    /// Network operations reporting to `xeq` and not yet drained (bounded by its length).
+    pub(crate) credits: AtomicUsize,
+    pub(crate) credit_cap: usize,
+    /// The small-landing region and its descriptor (reporting to `xeq`).
+    pub(crate) small: Region,
+    pub(crate) small_md: MdHandle,
+    /// The own segment as a put source / get destination of explicit operations.
+    pub(crate) seg_md: MdHandle,
+    pub(crate) lanes: Mutex<Vec<Lane>>,
+    pub(crate) sets: Mutex<Vec<crate::nbi::CounterSet>>,
+}
+
+/// The extended API of one rank: put/get in blocking, explicit-handle (`nb`) and
+/// implicit-handle (`nbi`, access region) forms, value forms, memset and barriers.
+///
+/// Cheap to clone, `Send + Sync`: any number of threads may issue operations and wait at once.
+/// Created collectively by [`Extended::attach`].
+#[derive(Clone)]
+pub struct Extended {
+    pub(crate) sh: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Extended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extended")
+            .field("rank", &self.sh.rank)
+            .field("size", &self.sh.size)
+            .finish()
+    }
+}
+
+impl Extended {
+    /// Collective: attaches `client` with a segment of `segment_size` bytes and the client's
+    /// `handlers` (indices 128–255, as for [`Client::attach`]), registers the extended API's
+    /// own handlers, and sets up its network resources. Returns the object and the client
+    /// handlers' indices.
+    pub fn attach(
+        client: &Client,
+        segment_size: u64,
+        handlers: Vec<Handler>,
+    ) -> Result<(Extended, Vec<u8>), ExtAttachError> {
+        let cap = client.config().extended_event_queue_length;
+        if cap < 16 {
+            return Err(ExtAttachError::EventQueueTooShort(cap));
+        }
+        let core = Arc::new(Core {
+            client: client.clone(),
+            ops: Ops::new(SMALL_SLOTS),
+            barrier: Barrier::new(client.rank(), client.size()),
+        });
+        let internal = internal_handlers(&core);
+        let indices = client.attach_with_internal(segment_size, internal, handlers)?;
+        let segment = client
+            .segment()
+            .cloned()
+            .ok_or(rgasnet::AttachError::AlreadyAttached)?;
+        let seg_sizes = (0..client.size())
+            .map(|r| client.segment_size(r).unwrap_or(0))
+            .collect();
+        let ni = client.rma_ni().clone();
+        let xeq = ni.eq_alloc(cap)?;
+        let small = Region::new(SMALL_SLOTS as usize * SMALL_GET);
+        let small_md = bind_eq(&ni, &small, xeq)?;
+        let seg_md = bind_eq(&ni, &segment, xeq)?;
+        let sh = Shared {
+            rank: client.rank(),
+            size: client.size(),
+            segment,
+            seg_sizes,
+            iface: ni.interface().clone(),
+            ni,
+            xeq,
+            credits: AtomicUsize::new(0),
+            credit_cap: cap,
+            small,
+            small_md,
+            seg_md,
+            lanes: Mutex::new(Vec::new()),
+            sets: Mutex::new(Vec::new()),
+            core,
+        };
+        Ok((Extended { sh: Arc::new(sh) }, indices))
+    }
+
+    /// The client this API runs on.
+    pub fn client(&self) -> &Client {
+        &self.sh.core.client
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> u32 {
+        self.sh.rank
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> u32 {
+        self.sh.size
+    }
+
+    /// This rank's segment (what other ranks put into and get from).
+    pub fn segment(&self) -> &Region {
+        &self.sh.segment
+    }
+
+    /// The size of `rank`'s segment (`None` for a rank outside the job).
+    pub fn segment_size(&self, rank: u32) -> Option<u64> {
+        self.sh.seg_sizes.get(rank as usize).copied()
+    }
+
+    /// Explicit network operations issued and not yet completed (bounded by
+    /// `GASNET_EXTENDED_EVENT_QUEUE_LENGTH`).
+    pub fn in_flight(&self) -> usize {
+        self.sh.credits.load(Ordering::Relaxed)
+    }
+
+    /// Makes progress once without blocking: drains completions and runs pending AM
+    /// handlers. Errors with [`ExtError::InHandler`] inside a handler.
+    pub fn poll(&self) -> Result<(), ExtError> {
+        self.sh
+            .wait_until("poll", Some(Duration::ZERO), |_, _| Ok(true))
+    }
+}
+
+fn bind_eq(ni: &Ni, region: &Region, eq: EqHandle) -> Result<MdHandle, rgasnet_portals::PtlError> {
+    ni.md_bind(MdSpec {
+        region: region.clone(),
+        offset: 0,
+        length: region.len() as u64,
+        options: MdOptions::EVENT_SEND_DISABLE,
+        eq: Some(eq),
+        ct: None,
+    })
+}
+
+fn internal_handlers(core: &Arc<Core>) -> Vec<Handler> {
+    let c = core.clone();
+    let memset_req = Handler::new("rgasnet memset request", Category::Short, move |t, a, _| {
+        crate::memset::handle_request(&c, t, a)
+    })
+    .with_argc(6)
+    .at(H_MEMSET_REQ);
+    let c = core.clone();
+    let memset_rep = Handler::new("rgasnet memset reply", Category::Short, move |_, a, _| {
+        crate::memset::handle_reply(&c, a)
+    })
+    .with_argc(2)
+    .at(H_MEMSET_REP);
+    let c = core.clone();
+    let barrier = Handler::new("rgasnet barrier", Category::Short, move |t, a, _| {
+        c.barrier.handle(t.source(), a)
+    })
+    .with_argc(4)
+    .at(H_BARRIER);
+    vec![memset_req, memset_rep, barrier]
+}
+
+impl Shared {
+    /// Checks `rank` and the remote range `[offset, offset + len)` against its segment.
+    pub(crate) fn check_remote(
+        &self,
+        call: &'static str,
+        rank: u32,
+        offset: u64,
+        len: usize,
+    ) -> Result<(), ExtError> {
+        let Some(&segment) = self.seg_sizes.get(rank as usize) else {
+            return Err(ExtError::BadRank {
+                call,
+                rank,
+                size: self.size,
+            });
+        };
+        let len = len as u64;
+        if offset.checked_add(len).is_none_or(|end| end > segment) {
+            return Err(ExtError::OutsideSegment {
+                call,
+                rank,
+                offset,
+                len,
+                segment,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks a range of this rank's own segment.
+    pub(crate) fn check_local(
+        &self,
+        call: &'static str,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), ExtError> {
+        let segment = self.segment.len() as u64;
+        if offset.checked_add(len).is_none_or(|end| end > segment) {
+            return Err(ExtError::OutsideLocalSegment {
+                call,
+                offset,
+                len,
+                segment,
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether `rank` is served without the network. Today only this rank itself; the entry
+    /// point for a node-local (PSHM) path, which would map node peers' segments here.
+    pub(crate) fn local_segment(&self, rank: u32) -> Option<&Region> {
+        (rank == self.rank).then_some(&self.segment)
+    }
+
+    /// Takes a bounce lane (binding a new one if every lane is busy: lanes are held only
+    /// during one `put` call, so there are at most as many as threads putting at once).
+    pub(crate) fn take_lane(&self, call: &'static str) -> Result<Lane, ExtError> {
+        if let Some(l) = lock(&self.lanes).pop() {
+            return Ok(l);
+        }
+        let region = Region::new(PUT_CHUNK);
+        let md = bind_eq(&self.ni, &region, self.xeq).map_err(ExtError::portals(call))?;
+        Ok(Lane { region, md })
+    }
+
+    pub(crate) fn give_lane(&self, lane: Lane) {
+        lock(&self.lanes).push(lane);
+    }
+
+    /// Reserves room for one more event on `xeq`, waiting (and making progress) while
+    /// `GASNET_EXTENDED_EVENT_QUEUE_LENGTH` operations are outstanding.
+    pub(crate) fn acquire_credit(&self, call: &'static str) -> Result<(), ExtError> {
+        loop {
+            let c = self.credits.load(Ordering::Relaxed);
+            if c < self.credit_cap {
+                if self
+                    .credits
+                    .compare_exchange_weak(c, c + 1, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return Ok(());
+                }
+                continue;
+            }
+            self.wait_until(call, None, |_, sh| {
+                Ok(sh.credits.load(Ordering::Relaxed) < sh.credit_cap)
+            })?;
+        }
+    }
+
+    /// Takes every event waiting on `xeq` and records it in its cell (under the engine lock,
+    /// which the caller holds through `e`).
+    pub(crate) fn drain(&self, e: &mut Engine) -> Result<(), ExtError> {
+        loop {
+            let ev = match e.eq_get(self.xeq).map_err(ExtError::portals("drain"))? {
+                EqGet::Empty => return Ok(()),
+                EqGet::Event(ev) => ev,
+                EqGet::Dropped(_) => {
+                    // Unreachable by construction (credits bound what reports to the queue);
+                    // operations whose events were lost would never complete.
+                    eprintln!(
+                        "rgasnet: fatal error on rank {}: extended API completions were lost (event queue overflow)",
+                        self.rank
+                    );
+                    self.core.client.exit(1)
+                }
+            };
+            self.credits.fetch_sub(1, Ordering::Relaxed);
+            // A range straddling the end of the target's entry is truncated by Portals (the
+            // part inside is moved): report it as the access outside the entry it is.
+            let fail = if ev.ni_fail == NiFail::Ok && ev.mlength < ev.rlength {
+                NiFail::Segv
+            } else {
+                ev.ni_fail
+            };
+            if let Freed::Landing(l) = self.core.ops.complete(ev.user_ptr, 1, fail) {
+                self.release_landing_in(e, l);
+            }
+        }
+    }
+
+    /// Releases a landing while the engine lock is held.
+    pub(crate) fn release_landing_in(&self, e: &mut Engine, l: Landing) {
+        match l {
+            Landing::Small(s) => self.core.ops.give_small(s),
+            // Its only operation completed, so the descriptor cannot be in use.
+            Landing::Dynamic { md, .. } => {
+                let _ = e.md_release(md);
+            }
+            Landing::None => {}
+        }
+    }
+
+    /// Releases a landing (takes the engine lock).
+    pub(crate) fn release_landing(&self, l: Landing) {
+        match l {
+            Landing::Small(s) => self.core.ops.give_small(s),
+            Landing::Dynamic { md, .. } => {
+                let _ = self.ni.md_release(md);
+            }
+            Landing::None => {}
+        }
+    }
+
+    /// The one wait loop: until `done` holds (checked under the engine lock after draining
+    /// completions), alternately runs AM handlers (`client.poll()`, which also reports a call
+    /// from inside a handler) and makes network progress, spinning briefly and then blocking in
+    /// the kernel until a datagram arrives. `timeout: Some(0)` makes one round and returns.
+    pub(crate) fn wait_until(
+        &self,
+        call: &'static str,
+        timeout: Option<Duration>,
+        mut done: impl FnMut(&mut Engine, &Shared) -> Result<bool, ExtError>,
+    ) -> Result<(), ExtError> {
+        let once = timeout == Some(Duration::ZERO);
+        loop {
+            self.core
+                .client
+                .poll()
+                .map_err(|e| ExtError::from_am(call, e))?;
+            self.core.barrier.advance(&self.core, call)?;
+            let mut failed = None;
+            let mut seen = None;
+            let slice = if once { Duration::ZERO } else { POLL_SLICE };
+            let r = self
+                .iface
+                .wait_for(Some(slice), |e| {
+                    let check = self.drain(e).and_then(|()| done(e, self));
+                    match check {
+                        Ok(true) => return Ok(Some(true)),
+                        Ok(false) => {}
+                        Err(x) => {
+                            failed = Some(x);
+                            return Ok(Some(true));
+                        }
+                    }
+                    // A request arrived (an AM, perhaps one this wait depends on): return so
+                    // that the AM layer runs its handler.
+                    let requests = e.stats().requests;
+                    match seen {
+                        None => seen = Some(requests),
+                        Some(s) if s != requests => return Ok(Some(false)),
+                        Some(_) => {}
+                    }
+                    Ok(None)
+                })
+                .map_err(ExtError::portals(call))?;
+            if let Some(x) = failed {
+                return Err(x);
+            }
+            if r == Some(true) || once {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Maps a cell's failure for `call` on `rank`.
+    pub(crate) fn fail_result(
+        call: &'static str,
+        rank: u32,
+        fail: Option<NiFail>,
+    ) -> Result<(), ExtError> {
+        match fail {
+            None | Some(NiFail::Ok) => Ok(()),
+            Some(fail) => Err(ExtError::Remote { call, rank, fail }),
+        }
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Pools of interchangeable resources: a panic elsewhere cannot leave them inconsistent.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

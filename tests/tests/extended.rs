@@ -1,0 +1,151 @@
+//! Extended API conformance (put/get in every form, memset, barriers, errors, threads)
+//! through real `rgasnetrun` jobs on the native Portals engine over UDP loopback. Each job is
+//! bounded by a timeout; the program checks every byte and error variant itself.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rgasnet_tests::run_job;
+
+const PROG: &str = env!("CARGO_BIN_EXE_ext_conformance");
+
+/// Runs `mode` on `ranks` ranks and checks that every rank reported success.
+fn check(ranks: u32, mode: &str, ok_line: &str) {
+    let out = run_job(
+        ranks,
+        Path::new(PROG),
+        &[mode],
+        &[],
+        Duration::from_secs(240),
+    );
+    out.assert_success();
+    assert_eq!(
+        out.stdout.matches(ok_line).count(),
+        ranks as usize,
+        "every rank must report `{ok_line}`:\n{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+}
+
+#[test]
+fn rma_two_ranks() {
+    check(2, "rma", ": rma ok");
+}
+
+#[test]
+fn rma_four_ranks() {
+    check(4, "rma", ": rma ok");
+}
+
+#[test]
+fn overwrite_source_after_return_two_ranks() {
+    check(2, "overwrite", ": overwrite ok");
+}
+
+#[test]
+fn overwrite_source_after_return_four_ranks() {
+    check(4, "overwrite", ": overwrite ok");
+}
+
+#[test]
+fn access_regions_two_ranks() {
+    check(2, "regions", ": regions ok");
+}
+
+#[test]
+fn access_regions_four_ranks() {
+    check(4, "regions", ": regions ok");
+}
+
+#[test]
+fn memset_forms_two_ranks() {
+    check(2, "memset", ": memset ok");
+}
+
+#[test]
+fn memset_forms_four_ranks() {
+    check(4, "memset", ": memset ok");
+}
+
+#[test]
+fn barriers_two_ranks() {
+    check(2, "barrier", ": barrier ok");
+}
+
+#[test]
+fn barriers_three_ranks() {
+    check(3, "barrier", ": barrier ok");
+}
+
+#[test]
+fn barriers_four_ranks() {
+    check(4, "barrier", ": barrier ok");
+}
+
+#[test]
+fn errors_are_typed_two_ranks() {
+    check(2, "errors", ": errors ok");
+}
+
+#[test]
+fn errors_are_typed_four_ranks() {
+    check(4, "errors", ": errors ok");
+}
+
+#[test]
+fn four_threads_per_rank_two_ranks() {
+    check(2, "threads", ": threads ok");
+}
+
+#[test]
+fn four_threads_per_rank_four_ranks() {
+    check(4, "threads", ": threads ok");
+}
+
+#[test]
+fn operations_on_self() {
+    check(2, "self", ": self ok");
+}
+
+#[test]
+fn a_failing_rank_fails_the_job() {
+    let out = run_job(
+        2,
+        Path::new(PROG),
+        &["no-such-mode"],
+        &[],
+        Duration::from_secs(60),
+    );
+    assert!(!out.status.success(), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("unknown mode no-such-mode"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_short_event_queue_makes_callers_wait_not_fail() {
+    // 16 entries: eight explicit puts of up to 4 MiB (16 network puts each) overrun it, so
+    // issuing must make progress until completions free room.
+    let env = [("GASNET_EXTENDED_EVENT_QUEUE_LENGTH", "16")];
+    for mode in ["rma", "threads"] {
+        let out = run_job(2, Path::new(PROG), &[mode], &env, Duration::from_secs(240));
+        out.assert_success();
+        assert_eq!(out.stdout.matches(" ok").count(), 2, "{}", out.stdout);
+    }
+}
+
+#[test]
+fn an_unusable_event_queue_length_is_reported_by_name() {
+    let env = [("GASNET_EXTENDED_EVENT_QUEUE_LENGTH", "4")];
+    let out = run_job(2, Path::new(PROG), &["self"], &env, Duration::from_secs(60));
+    assert!(!out.status.success(), "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("GASNET_EXTENDED_EVENT_QUEUE_LENGTH=\"4\" is invalid"),
+        "{}",
+        out.stderr
+    );
+}
