@@ -8,7 +8,8 @@
 //! Module map: [`record`] (one measurement and its line shapes), [`parse`] (reading lines
 //! back, rgasnet's or GASNet's), [`stats`] (medians, size sweeps), [`opts`] (options common to
 //! the binaries, output sink), [`raw`] (raw baselines between two ranks), [`amsync`] (polling
-//! waits and a barrier over the AM layer), [`compare`] (the comparison tool).
+//! waits and a barrier over the AM layer), [`xbench`] (setup shared by the extended-API
+//! benchmarks), [`compare`] (the comparison tool).
 #![forbid(unsafe_code)]
 
 pub mod amsync;
@@ -18,3 +19,4 @@ pub mod parse;
 pub mod raw;
 pub mod record;
 pub mod stats;
+pub mod xbench;

@@ -171,6 +171,67 @@ fn stream_rate(stamps: &[Instant]) -> Option<f64> {
     (span > 0.0).then(|| (stamps.len() - 1) as f64 * STREAM_MSG as f64 / span)
 }
 
+/// The raw UDP baselines as every benchmark binary runs them: measured between ranks 0 and 1
+/// with the sizes of `opts` and printed through `out` (rank 0). A failure is printed on
+/// standard error and leaves the figures empty: the benchmark's own figures are still worth
+/// having, and the missing baseline shows as `not measured` in the target lines.
+pub fn measure_and_print(
+    client: &Client,
+    opts: &crate::opts::CommonOpts,
+    out: &mut crate::opts::Out,
+) -> RawFigures {
+    if opts.no_baseline {
+        return RawFigures::default();
+    }
+    let p = RawParams {
+        iters: opts.raw_iters as usize,
+        stream_count: opts.raw_stream_count as usize,
+        timeout: Duration::from_secs(5),
+    };
+    let figs = match udp_baselines(client, &p) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("rank {}: {e}", client.rank());
+            RawFigures::default()
+        }
+    };
+    for r in figs.records() {
+        out.record(&r);
+    }
+    figs
+}
+
+/// A `target:` line: `measured` against `reference` (same unit), met when the ratio is at
+/// most `max_ratio` (times) or, for bandwidths, at least `min_fraction`.
+pub fn target_line(
+    label: &str,
+    measured: f64,
+    reference: Option<(&str, f64)>,
+    goal: Goal,
+) -> String {
+    let Some((ref_label, r)) = reference.filter(|(_, r)| *r > 0.0) else {
+        return format!("target: {label}: no baseline measured in this run");
+    };
+    let ratio = measured / r;
+    let (met, goal_text) = match goal {
+        Goal::AtMost(x) => (ratio <= x, format!("<= {x}")),
+        Goal::AtLeast(x) => (ratio >= x, format!(">= {x}")),
+    };
+    format!(
+        "target: {label} {measured:.2} / {ref_label} {r:.2} = {ratio:.3} (target {goal_text}: {})",
+        if met { "met" } else { "missed" }
+    )
+}
+
+/// What a target asks of a ratio.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Goal {
+    /// The ratio must not exceed this (latencies).
+    AtMost(f64),
+    /// The ratio must reach this (bandwidths).
+    AtLeast(f64),
+}
+
 /// memcpy bandwidth of `size`-byte copies between two buffers of this process, bytes per
 /// second (median of `reps` timed copies after one warm-up copy).
 pub fn memcpy_bandwidth(size: usize, reps: usize) -> Option<f64> {
@@ -246,6 +307,22 @@ mod tests {
         assert_eq!(figs.udp_rtt[0].0, 8);
         assert_eq!(figs.udp_rtt[1].0, 65_000);
         assert!(figs.udp_stream_bps.is_some_and(|b| b > 0.0));
+    }
+
+    #[test]
+    fn target_lines() {
+        assert_eq!(
+            target_line("8 byte put latency us", 10.0, Some(("raw udp 8 byte rtt us", 8.0)), Goal::AtMost(1.25)),
+            "target: 8 byte put latency us 10.00 / raw udp 8 byte rtt us 8.00 = 1.250 (target <= 1.25: met)"
+        );
+        assert_eq!(
+            target_line("put_nbi 1 MiB MB/s", 700.0, Some(("raw udp stream MB/s", 1000.0)), Goal::AtLeast(0.8)),
+            "target: put_nbi 1 MiB MB/s 700.00 / raw udp stream MB/s 1000.00 = 0.700 (target >= 0.8: missed)"
+        );
+        assert_eq!(
+            target_line("x", 1.0, None, Goal::AtMost(1.0)),
+            "target: x: no baseline measured in this run"
+        );
     }
 
     #[test]
