@@ -60,6 +60,8 @@ pub(crate) struct Attached {
     pub(crate) send_small_md: MdHandle,
     pub(crate) send_large_md: MdHandle,
     pub(crate) send_eq: EqHandle,
+    /// The shared-memory path, when the supernode has other members.
+    pub(crate) shm: Option<crate::shm::Shm>,
 }
 
 /// Shared state behind a [`Client`].
@@ -71,6 +73,8 @@ pub(crate) struct Inner {
     pub(crate) am_ni: Ni,
     pub(crate) rma_ni: Ni,
     pub(crate) peers: Vec<PhysId>,
+    /// The ranks sharing memory with this one (this rank included; only itself without PSHM).
+    pub(crate) supernode: Vec<u32>,
     pub(crate) attached: OnceLock<Attached>,
     pub(crate) stats: crate::stats::Counters,
 }
@@ -130,6 +134,7 @@ impl Client {
         }
         am_ni.set_map(&peers)?;
         rma_ni.set_map(&peers)?;
+        let supernode = supernode_of(&config, &boot)?;
         Ok(Client {
             inner: Arc::new(Inner {
                 rank: boot.rank(),
@@ -139,6 +144,7 @@ impl Client {
                 am_ni,
                 rma_ni,
                 peers,
+                supernode,
                 attached: OnceLock::new(),
                 stats: Default::default(),
             }),
@@ -233,7 +239,7 @@ impl Client {
         let cfg = &inner.config;
         let page = 4096u64;
         let seg_len = segment_size.div_ceil(page) * page;
-        let segment = Region::new(seg_len as usize);
+        let (segment, shm) = crate::shm::attach(inner, &inner.supernode, seg_len as usize)?;
 
         let am_ni = &inner.am_ni;
         // One EQ for everything that arrives (AM headers, Long data, unlinks, flow control),
@@ -329,12 +335,30 @@ impl Client {
             send_small_md,
             send_large_md,
             send_eq,
+            shm,
         };
         if inner.attached.set(attached).is_err() {
             return Err(AttachError::AlreadyAttached);
         }
         inner.boot.barrier()?;
         Ok(indices)
+    }
+
+    /// The ranks sharing memory with this one, ascending, this rank included (just this rank
+    /// when PSHM is off or it has no node peer).
+    pub fn supernode(&self) -> &[u32] {
+        &self.inner.supernode
+    }
+
+    /// `rank`'s segment mapped into this process, for direct loads, stores and copies: this
+    /// rank's own segment, or a supernode peer's shared segment; `None` for other ranks (and
+    /// before attach).
+    pub fn peer_segment(&self, rank: u32) -> Option<&Region> {
+        let a = self.inner.attached.get()?;
+        if rank == self.inner.rank {
+            return Some(&a.segment);
+        }
+        a.shm.as_ref()?.node.segment(rank)
     }
 
     /// This rank's segment (`None` before attach).
@@ -357,6 +381,32 @@ impl Client {
     pub fn stats(&self) -> crate::stats::AmStats {
         self.inner.stats.snapshot()
     }
+}
+
+/// The supernode of this rank: ranks on the same host (hostname and boot id, exchanged through
+/// bootstrap), grouped under `GASNET_SUPERNODE_MAXSIZE`; just this rank when PSHM is off.
+fn supernode_of(config: &Config, boot: &Bootstrap) -> Result<Vec<u32>, InitError> {
+    // Every rank takes part in the exchange, so that collectives stay matched even when ranks
+    // disagree about PSHM.
+    const HOST_ID_BYTES: usize = 256;
+    let id = rgasnet_pshm::host_id()?;
+    let mut blob = [0u8; HOST_ID_BYTES];
+    let n = id.len().min(HOST_ID_BYTES);
+    blob[..n].copy_from_slice(&id.as_bytes()[..n]);
+    let all = boot.allgather(&blob)?;
+    if !config.pshm {
+        return Ok(vec![boot.rank()]);
+    }
+    // Ids are compared as text; a malformed (non-UTF-8) one just matches nothing else.
+    let hosts: Vec<String> = all
+        .iter()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    let groups = rgasnet_pshm::Supernodes::group(&hosts, config.supernode_maxsize as usize);
+    Ok(groups
+        .members_of(boot.rank())
+        .map(<[u32]>::to_vec)
+        .unwrap_or_else(|| vec![boot.rank()]))
 }
 
 /// The match entry of an AM receive block: headers only (bit 63), packed locally, unlinked when

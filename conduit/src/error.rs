@@ -18,6 +18,9 @@ pub enum InitError {
     /// The `ref` Portals engine was asked for but this build does not contain it.
     #[error("RGASNET_PORTALS=ref needs a build with the `ref-impl` feature; unset it to use the native engine")]
     NoReferenceEngine,
+    /// This host's identity (hostname, boot id) could not be read.
+    #[error("reading this host's identity for shared memory: {0}")]
+    Host(#[from] rgasnet_pshm::HostError),
     /// A peer published an address this rank cannot use.
     #[error("rank {rank} published a malformed network address during bootstrap ({len} bytes)")]
     BadPeerAddress {
@@ -43,6 +46,12 @@ pub enum AttachError {
         /// The cap.
         limit: u64,
     },
+    /// The memory for the segment could not be allocated.
+    #[error("cannot allocate a segment of {requested} bytes in this process; ask for less (GASNET_MAX_SEGSIZE caps it)")]
+    SegmentAlloc {
+        /// Bytes asked for.
+        requested: u64,
+    },
     /// A handler registration was refused.
     #[error("handler registration: {0}")]
     Handler(#[from] RegisterError),
@@ -52,6 +61,12 @@ pub enum AttachError {
     /// Setting up Portals resources failed.
     #[error("Portals resources during attach: {0}")]
     Portals(#[from] rgasnet_portals::PtlError),
+    /// Setting up shared memory with the supernode failed.
+    #[error("shared memory: {0}")]
+    Pshm(#[from] rgasnet_pshm::SetupError),
+    /// An internal invariant failed (a bug in rgasnet).
+    #[error("internal error during attach: {0}")]
+    Internal(&'static str),
     /// A peer published a malformed segment description.
     #[error("rank {rank} published a malformed segment description during attach")]
     BadPeerSegment {
@@ -170,6 +185,15 @@ pub enum AmError {
         /// The cause.
         #[source]
         source: rgasnet_portals::PtlError,
+    },
+    /// The shared-memory path failed.
+    #[error("{call}: shared memory: {source}")]
+    Shm {
+        /// The call.
+        call: &'static str,
+        /// The cause.
+        #[source]
+        source: rgasnet_pshm::SendError,
     },
     /// The target became unreachable.
     #[error("{call}: rank {rank} is unreachable (no answer within RGASNET_PEER_TIMEOUT)")]

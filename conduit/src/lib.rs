@@ -35,6 +35,7 @@ mod net;
 mod payload;
 mod recv;
 mod send;
+mod shm;
 mod stats;
 mod token;
 

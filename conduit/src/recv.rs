@@ -128,7 +128,7 @@ impl Inner {
     pub(crate) fn poll_internal(&self, call: &'static str) -> Result<usize, AmError> {
         let att = self.attached(call)?;
         self.process_send_events(call)?;
-        let mut ran = 0;
+        let mut ran = self.poll_shm(att);
         for _ in 0..POLL_BATCH {
             let (work, more) = self.next_work(call, att)?;
             if let Work::Run(p) = work {
@@ -320,45 +320,82 @@ impl Inner {
             Protocol::Medium => Category::Medium,
             Protocol::Long | Protocol::LongPacked => Category::Long,
         };
-        let Some(entry) = att.handlers.get(p.handler) else {
-            self.fatal(&format!(
-                "rank {} sent a {category} {} to handler {}, which is not registered on this rank",
+        let args = &p.args[..p.argc];
+        if category == Category::Medium {
+            BODY.with(|buf| {
+                let buf = buf.borrow();
+                let payload = buf.get(args.len() * 4..).unwrap_or(&[]);
+                self.dispatch(
+                    att,
+                    p.source,
+                    p.direction,
+                    category,
+                    p.handler,
+                    args,
+                    p.long,
+                    payload,
+                )
+            })
+        } else {
+            self.dispatch(
+                att,
                 p.source,
-                if p.direction == Direction::Request {
+                p.direction,
+                category,
+                p.handler,
+                args,
+                p.long,
+                &[],
+            )
+        }
+    }
+
+    /// Checks the handler and calls it. `medium` is the Medium payload; a Long payload is read
+    /// from the segment at `long = (offset, len)`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn dispatch(
+        &self,
+        att: &Attached,
+        source: u32,
+        direction: Direction,
+        category: Category,
+        handler: u8,
+        args: &[u32],
+        long: Option<(u64, u64)>,
+        medium: &[u8],
+    ) {
+        let Some(entry) = att.handlers.get(handler) else {
+            self.fatal(&format!(
+                "rank {source} sent a {category} {} to handler {handler}, which is not registered on this rank",
+                if direction == Direction::Request {
                     "request"
                 } else {
                     "reply"
                 },
-                p.handler
             ))
         };
         if entry.category != category {
             self.fatal(&format!(
-                "rank {} sent a {category} AM to handler {} (`{}`), registered as {}",
-                p.source, p.handler, entry.name, entry.category
+                "rank {source} sent a {category} AM to handler {handler} (`{}`), registered as {}",
+                entry.name, entry.category
             ));
         }
         let func = entry.func.clone();
         let token = Token {
             client: self,
-            source: p.source,
-            direction: p.direction,
-            long_offset: p.long.map(|(o, _)| o),
-            handler: p.handler,
+            source,
+            direction,
+            long_offset: long.map(|(o, _)| o),
+            handler,
             replied: Default::default(),
         };
-        let args = &p.args[..p.argc];
         let _scope = HandlerScope::enter();
         Counters::bump(&self.stats.handled);
-        match p.protocol {
-            Protocol::Short => func(&token, args, &[]),
-            Protocol::Medium => BODY.with(|buf| {
-                let buf = buf.borrow();
-                let start = args.len() * 4;
-                func(&token, args, buf.get(start..).unwrap_or(&[]))
-            }),
-            Protocol::LongPacked | Protocol::Long => {
-                let (offset, len) = p.long.unwrap_or((0, 0));
+        match category {
+            Category::Short => func(&token, args, &[]),
+            Category::Medium => func(&token, args, medium),
+            Category::Long => {
+                let (offset, len) = long.unwrap_or((0, 0));
                 // The payload is in the segment; hand the handler a copy of it (a reused
                 // buffer: a handler cannot poll, so this cannot be re-entered).
                 LONG.with(|buf| {
@@ -366,8 +403,7 @@ impl Inner {
                     buf.resize(len as usize, 0);
                     if att.segment.read(offset as usize, &mut buf).is_err() {
                         self.fatal(&format!(
-                            "rank {} sent a Long AM of {len} bytes at offset {offset}, outside this rank's segment",
-                            p.source
+                            "rank {source} sent a Long AM of {len} bytes at offset {offset}, outside this rank's segment"
                         ));
                     }
                     func(&token, args, &buf)

@@ -200,6 +200,19 @@ impl Inner {
                 }
             }
         };
+        if let Some(shm) = self.shm_route(att, dest) {
+            return self.send_shm(
+                call,
+                shm,
+                dest,
+                direction,
+                category,
+                handler,
+                args,
+                payload,
+                long_offset,
+            );
+        }
         let header = AmHeader {
             msg_type: MsgType::ActiveMessage,
             direction,

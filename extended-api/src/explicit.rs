@@ -276,8 +276,8 @@ impl Shared {
         src: &[u8],
     ) -> Result<NbHandle<'a>, ExtError> {
         if let Some(seg) = self.local_segment(rank) {
-            // Checked by the caller, so in bounds.
-            let _ = seg.write(offset as usize, src);
+            // Checked by the caller, except by the test hook that exercises target bounds.
+            self.local_result(call, rank, seg.write(offset as usize, src))?;
             return Ok(NbHandle::done(self));
         }
         let n = src.len().div_ceil(PUT_CHUNK).max(1) as u32;
@@ -308,8 +308,8 @@ impl Shared {
         offset: u64,
     ) -> Result<NbHandle<'a>, ExtError> {
         if let Some(seg) = self.local_segment(rank) {
-            // Checked by the caller, so in bounds.
-            let _ = seg.read(offset as usize, dest);
+            // Checked by the caller, except by the test hook that exercises target bounds.
+            self.local_result(call, rank, seg.read(offset as usize, dest))?;
             return Ok(NbHandle::done(self));
         }
         let len = dest.len();
@@ -405,14 +405,13 @@ impl Shared {
         self.check_remote(call, rank, offset, len as usize)?;
         let (lo, l) = (local_offset as usize, len as usize);
         if let Some(seg) = self.local_segment(rank) {
-            let (from, to) = if put {
-                (lo, offset as usize)
+            // Both ranges were checked above.
+            let copied = if put {
+                seg.copy_from(offset as usize, &self.segment, lo, l)
             } else {
-                (offset as usize, lo)
+                self.segment.copy_from(lo, seg, offset as usize, l)
             };
-            if let Ok(d) = self.segment.to_vec(from, l) {
-                let _ = seg.write(to, &d);
-            }
+            self.local_result(call, rank, copied)?;
             return Ok(NbHandle::done(self));
         }
         let chunk = if put { PUT_CHUNK } else { GET_CHUNK };
@@ -510,22 +509,26 @@ impl Extended {
     /// Blocking put of `src` to `rank`'s segment at `offset`. On return the source may be
     /// reused and the data is in the target's segment.
     pub fn put(&self, rank: u32, offset: u64, src: &[u8]) -> Result<(), ExtError> {
+        not_in_handler("put")?;
         self.sh.put_nb_impl("put", rank, offset, src)?.wait()
     }
 
     /// Bulk blocking put: the same guarantees as [`Extended::put`] (GASNet's bulk forms only
     /// relax alignment, which this implementation never requires).
     pub fn put_bulk(&self, rank: u32, offset: u64, src: &[u8]) -> Result<(), ExtError> {
+        not_in_handler("put_bulk")?;
         self.sh.put_nb_impl("put_bulk", rank, offset, src)?.wait()
     }
 
     /// Blocking get of `dest.len()` bytes from `rank`'s segment at `offset` into `dest`.
     pub fn get(&self, dest: &mut [u8], rank: u32, offset: u64) -> Result<(), ExtError> {
+        not_in_handler("get")?;
         self.sh.get_nb_impl("get", dest, rank, offset)?.wait()
     }
 
     /// Bulk blocking get (same as [`Extended::get`]).
     pub fn get_bulk(&self, dest: &mut [u8], rank: u32, offset: u64) -> Result<(), ExtError> {
+        not_in_handler("get_bulk")?;
         self.sh.get_nb_impl("get_bulk", dest, rank, offset)?.wait()
     }
 
@@ -555,6 +558,7 @@ impl Extended {
         value: u64,
         nbytes: usize,
     ) -> Result<(), ExtError> {
+        not_in_handler("put_val")?;
         check_val("put_val", nbytes)?;
         let bytes = value.to_le_bytes();
         self.sh
@@ -579,6 +583,7 @@ impl Extended {
     /// Blocking get of `nbytes` (1–8) bytes, returned as the low bytes of a little-endian
     /// value.
     pub fn get_val(&self, rank: u32, offset: u64, nbytes: usize) -> Result<u64, ExtError> {
+        not_in_handler("get_val")?;
         check_val("get_val", nbytes)?;
         let mut bytes = [0u8; 8];
         self.sh
@@ -750,4 +755,14 @@ fn reap(handles: &mut Vec<NbHandle<'_>>) -> Result<(), ExtError> {
         }
     }
     first
+}
+
+/// Blocking calls are refused inside AM handlers on every path — including the direct copies to
+/// node peers, which would not need to wait — so that a program behaves the same whatever the
+/// placement of its ranks.
+pub(crate) fn not_in_handler(call: &'static str) -> Result<(), ExtError> {
+    if rgasnet::in_handler() {
+        return Err(ExtError::InHandler { call });
+    }
+    Ok(())
 }

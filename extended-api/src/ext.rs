@@ -174,6 +174,7 @@ impl Extended {
     /// Makes progress once without blocking: drains completions and runs pending AM
     /// handlers. Errors with [`ExtError::InHandler`] inside a handler.
     pub fn poll(&self) -> Result<(), ExtError> {
+        crate::explicit::not_in_handler("poll")?;
         self.sh
             .wait_until("poll", Some(Duration::ZERO), |_, _| Ok(true))
     }
@@ -262,8 +263,28 @@ impl Shared {
 
     /// Whether `rank` is served without the network. Today only this rank itself; the entry
     /// point for a node-local (PSHM) path, which would map node peers' segments here.
+    /// `rank`'s segment when it is mapped in this process — this rank's own, or a supernode
+    /// peer's shared segment — so that an operation on it is a direct copy.
     pub(crate) fn local_segment(&self, rank: u32) -> Option<&Region> {
-        (rank == self.rank).then_some(&self.segment)
+        if rank == self.rank {
+            return Some(&self.segment);
+        }
+        self.core.client.peer_segment(rank)
+    }
+
+    /// The outcome of a direct copy into or out of a mapped segment, reported like the same
+    /// access over the network: outside the segment is the target's `NI_SEGV`.
+    pub(crate) fn local_result(
+        &self,
+        call: &'static str,
+        rank: u32,
+        r: Result<(), rgasnet_portals::OutOfBounds>,
+    ) -> Result<(), ExtError> {
+        r.map_err(|_| ExtError::Remote {
+            call,
+            rank,
+            fail: rgasnet_portals::NiFail::Segv,
+        })
     }
 
     /// Takes a bounce lane (binding a new one if every lane is busy: lanes are held only

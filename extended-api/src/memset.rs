@@ -82,7 +82,7 @@ impl Shared {
         })?;
         self.check_remote(call, rank, offset, ulen)?;
         if let Some(seg) = self.local_segment(rank) {
-            let _ = seg.fill(offset as usize, ulen, byte);
+            self.local_result(call, rank, seg.fill(offset as usize, ulen, byte))?;
             return Ok(None);
         }
         let cell = self.core.ops.alloc(1, Landing::None);
@@ -102,6 +102,7 @@ impl Extended {
     /// Blocking memset: sets `len` bytes at (`rank`, `offset`) to `byte`; on return the target
     /// holds the bytes.
     pub fn memset(&self, rank: u32, offset: u64, byte: u8, len: u64) -> Result<(), ExtError> {
+        crate::explicit::not_in_handler("memset")?;
         self.memset_nb_impl("memset", rank, offset, byte, len)?
             .wait()
     }

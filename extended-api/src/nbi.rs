@@ -167,8 +167,9 @@ impl<'a> Group<'a> {
     ) -> Result<(), ExtError> {
         self.sh.check_remote(call, rank, offset, src.len())?;
         if let Some(seg) = self.sh.local_segment(rank) {
-            let _ = seg.write(offset as usize, src);
-            return Ok(());
+            return self
+                .sh
+                .local_result(call, rank, seg.write(offset as usize, src));
         }
         let n = src.len().div_ceil(PUT_CHUNK).max(1);
         for i in 0..n {
@@ -205,11 +206,13 @@ impl<'a> Group<'a> {
         self.sh.check_local(call, local_offset, len)?;
         self.sh.check_remote(call, rank, offset, len as usize)?;
         if let Some(seg) = self.sh.local_segment(rank) {
-            let data = self.sh.segment.to_vec(local_offset as usize, len as usize);
-            if let Ok(d) = data {
-                let _ = seg.write(offset as usize, &d);
-            }
-            return Ok(());
+            let r = seg.copy_from(
+                offset as usize,
+                &self.sh.segment,
+                local_offset as usize,
+                len as usize,
+            );
+            return self.sh.local_result(call, rank, r);
         }
         let n = len.div_ceil(GET_CHUNK as u64).max(1);
         for i in 0..n {
@@ -269,8 +272,9 @@ impl<'a> Group<'a> {
     ) -> Result<(), ExtError> {
         self.sh.check_remote(call, rank, offset, dest.len())?;
         if let Some(seg) = self.sh.local_segment(rank) {
-            let _ = seg.read(offset as usize, dest);
-            return Ok(());
+            return self
+                .sh
+                .local_result(call, rank, seg.read(offset as usize, dest));
         }
         let len = dest.len();
         let src = if len <= NBI_LANDING {
@@ -323,10 +327,13 @@ impl<'a> Group<'a> {
         self.sh.check_local(call, local_offset, len)?;
         self.sh.check_remote(call, rank, offset, len as usize)?;
         if let Some(seg) = self.sh.local_segment(rank) {
-            if let Ok(d) = seg.to_vec(offset as usize, len as usize) {
-                let _ = self.sh.segment.write(local_offset as usize, &d);
-            }
-            return Ok(());
+            let r = self.sh.segment.copy_from(
+                local_offset as usize,
+                seg,
+                offset as usize,
+                len as usize,
+            );
+            return self.sh.local_result(call, rank, r);
         }
         self.issue_gets(call, |s| s.md_seg_get, local_offset, len, rank, offset)
     }

@@ -84,6 +84,21 @@ impl Region {
         }
     }
 
+    /// A new region of `len` zero bytes, or `None` when the memory cannot be had (instead of
+    /// aborting the process, as [`Region::new`] would).
+    pub fn try_new(len: usize) -> Option<Self> {
+        let words = len.div_ceil(8);
+        let mut v: Vec<AtomicU64> = Vec::new();
+        v.try_reserve_exact(words).ok()?;
+        v.extend((0..words).map(|_| AtomicU64::new(0)));
+        Some(Region {
+            inner: Arc::new(RegionInner {
+                memory: Box::new(HeapMemory(v.into_boxed_slice())),
+                len,
+            }),
+        })
+    }
+
     /// A region of `len` bytes over `memory` (which must hold at least `len.div_ceil(8)`
     /// words; `None` otherwise).
     pub fn with_memory(memory: Box<dyn Memory>, len: usize) -> Option<Self> {
@@ -203,6 +218,45 @@ impl Region {
         Ok(())
     }
 
+    /// Copies `len` bytes from `src` at `src_offset` into this region at `offset`, without an
+    /// intermediate allocation (word by word when the two offsets share their alignment).
+    /// The two may be the same region; overlapping ranges are not supported (the result of
+    /// an overlapping copy is some interleaving of old and new bytes, never undefined).
+    pub fn copy_from(
+        &self,
+        offset: usize,
+        src: &Region,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<(), OutOfBounds> {
+        self.check(offset as u64, len as u64)?;
+        src.check(src_offset as u64, len as u64)?;
+        let mut done = 0;
+        if offset % 8 == src_offset % 8 {
+            // Leading bytes up to a word boundary, then whole words, then the tail.
+            let head = ((8 - offset % 8) % 8).min(len);
+            let mut buf = [0u8; 8];
+            src.read(src_offset, &mut buf[..head])?;
+            self.write(offset, &buf[..head])?;
+            done = head;
+            let words = (len - done) / 8;
+            let (dw, sw) = (self.inner.memory.words(), src.inner.memory.words());
+            let (d0, s0) = ((offset + done) / 8, (src_offset + done) / 8);
+            for (d, s) in dw[d0..d0 + words].iter().zip(&sw[s0..s0 + words]) {
+                d.store(s.load(DATA), DATA);
+            }
+            done += words * 8;
+        }
+        let mut buf = [0u8; 4096];
+        while done < len {
+            let n = (len - done).min(buf.len());
+            src.read(src_offset + done, &mut buf[..n])?;
+            self.write(offset + done, &buf[..n])?;
+            done += n;
+        }
+        Ok(())
+    }
+
     /// Copies `len` bytes starting at `offset` into a new vector.
     pub fn to_vec(&self, offset: usize, len: usize) -> Result<Vec<u8>, OutOfBounds> {
         let mut v = vec![0u8; len];
@@ -248,6 +302,28 @@ mod tests {
                 assert!(all[off + len..].iter().all(|&b| b == 0));
             }
         }
+    }
+
+    #[test]
+    fn copy_between_regions_at_every_alignment() {
+        let src = Region::new(200);
+        let data: Vec<u8> = (0..200).map(|i| (i * 13 + 1) as u8).collect();
+        src.write(0, &data).unwrap();
+        for so in 0..9usize {
+            for doff in 0..9usize {
+                for len in [0usize, 1, 7, 8, 9, 63, 150] {
+                    let dst = Region::new(200);
+                    dst.copy_from(doff, &src, so, len).unwrap();
+                    let got = dst.to_vec(0, 200).unwrap();
+                    assert_eq!(&got[doff..doff + len], &data[so..so + len]);
+                    assert!(got[..doff].iter().all(|&b| b == 0));
+                    assert!(got[doff + len..].iter().all(|&b| b == 0));
+                }
+            }
+        }
+        let dst = Region::new(10);
+        assert!(dst.copy_from(5, &src, 0, 6).is_err());
+        assert!(dst.copy_from(0, &src, 199, 2).is_err());
     }
 
     #[test]

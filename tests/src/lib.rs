@@ -124,3 +124,15 @@ pub fn run_job(
         elapsed: start.elapsed(),
     }
 }
+
+/// The communication paths a job of `ranks` ranks on this host can take, with the environment
+/// that selects each: every rank in one shared-memory supernode; PSHM off (native Portals over
+/// UDP); and, for 4 or more ranks, supernodes of two that talk over Portals (mixed).
+pub fn paths(ranks: u32) -> Vec<(&'static str, &'static [(&'static str, &'static str)])> {
+    let mut v: Vec<(&'static str, &'static [(&'static str, &'static str)])> =
+        vec![("pshm", &[]), ("portals", &[("RGASNET_PSHM", "0")])];
+    if ranks >= 4 {
+        v.push(("mixed", &[("GASNET_SUPERNODE_MAXSIZE", "2")]));
+    }
+    v
+}

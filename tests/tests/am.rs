@@ -1,5 +1,7 @@
-//! Core AM conformance through real `rgasnetrun` jobs (native Portals engine over UDP
-//! loopback). Each job is bounded by a timeout.
+//! Core AM conformance through real `rgasnetrun` jobs. Every conformance mode runs over each
+//! path: all ranks in one shared-memory supernode, PSHM off (the native Portals engine over UDP
+//! loopback), and — with 4 ranks — two supernodes of two that talk over Portals (mixed). Each
+//! job is bounded by a timeout.
 
 use std::path::Path;
 use std::time::Duration;
@@ -18,64 +20,87 @@ fn job(ranks: u32, mode: &str, env: &[(&str, &str)]) -> rgasnet_tests::JobOutput
     )
 }
 
+/// Runs `mode` over every path that `ranks` ranks can form, asserting success and that each
+/// rank printed `ok_line`.
+fn every_path(ranks: u32, mode: &str, ok_line: &str) {
+    for (path, env) in rgasnet_tests::paths(ranks) {
+        let out = job(ranks, mode, env);
+        assert!(
+            out.status.success(),
+            "{mode} over {path} failed: {:?}\n{}\n{}",
+            out.status,
+            out.stdout,
+            out.stderr
+        );
+        assert_eq!(
+            out.stdout.matches(ok_line).count(),
+            ranks as usize,
+            "{mode} over {path}: {}",
+            out.stdout
+        );
+    }
+}
+
 #[test]
 fn basic_two_ranks() {
-    let out = job(2, "basic", &[]);
-    out.assert_success();
-    assert_eq!(out.stdout.matches("basic ok").count(), 2, "{}", out.stdout);
+    every_path(2, "basic", "basic ok");
 }
 
 #[test]
 fn basic_four_ranks() {
-    let out = job(4, "basic", &[]);
-    out.assert_success();
-    assert_eq!(out.stdout.matches("basic ok").count(), 4, "{}", out.stdout);
+    every_path(4, "basic", "basic ok");
 }
 
 #[test]
 fn flood_forces_flow_control_recovery() {
-    let out = job(
-        4,
-        "flood",
-        &[
-            ("GASNET_AM_NUM_ENTRIES", "2"),
-            ("GASNET_AM_BUFFER_SIZE", "131072"),
-        ],
-    );
-    out.assert_success();
-    assert!(out.stdout.contains("flood ok"), "{}", out.stdout);
+    // Flow control is the network path's: run with PSHM off, and mixed (rank 1 shares memory
+    // with rank 0, ranks 2 and 3 reach it over Portals).
+    for extra in [("RGASNET_PSHM", "0"), ("GASNET_SUPERNODE_MAXSIZE", "2")] {
+        let out = job(
+            4,
+            "flood",
+            &[
+                ("GASNET_AM_NUM_ENTRIES", "2"),
+                ("GASNET_AM_BUFFER_SIZE", "131072"),
+                extra,
+            ],
+        );
+        out.assert_success();
+        assert!(out.stdout.contains("flood ok"), "{extra:?}: {}", out.stdout);
+    }
 }
 
 #[test]
 fn request_reply_flood_two_ranks() {
-    let out = job(2, "reqrep-flood", &[]);
-    out.assert_success();
-    assert_eq!(out.stdout.matches("request/reply flood ok").count(), 2);
+    every_path(2, "reqrep-flood", "request/reply flood ok");
 }
 
 #[test]
 fn four_threads_per_rank() {
-    let out = job(2, "threads", &[]);
-    out.assert_success();
-    assert_eq!(out.stdout.matches("threads ok").count(), 2);
+    every_path(2, "threads", "threads ok");
+    every_path(4, "threads", "threads ok");
 }
 
 #[test]
 fn errors_are_typed_at_the_initiator_and_in_handlers() {
-    let out = job(2, "errors", &[]);
-    out.assert_success();
-    assert_eq!(out.stdout.matches("errors ok").count(), 2);
+    every_path(2, "errors", "errors ok");
 }
 
 #[test]
 fn unregistered_handler_at_target_is_fatal_and_named() {
-    let out = job(2, "unregistered", &[]);
-    assert!(!out.status.success(), "job should fail: {}", out.stdout);
-    assert!(
-        out.stderr.contains("handler 200") && out.stderr.contains("rank 0"),
-        "diagnostic must name the handler and the source: {}",
-        out.stderr
-    );
+    for (path, env) in rgasnet_tests::paths(2) {
+        let out = job(2, "unregistered", env);
+        assert!(
+            !out.status.success(),
+            "{path}: job should fail: {}",
+            out.stdout
+        );
+        assert!(
+            out.stderr.contains("handler 200") && out.stderr.contains("rank 0"),
+            "{path}: diagnostic must name the handler and the source: {}",
+            out.stderr
+        );
+    }
 }
 
 #[test]
@@ -89,7 +114,8 @@ fn bad_configuration_is_a_startup_error_naming_the_variable() {
     let out = job(2, "basic", &[("GASNET_AM_NUM_ENTRIES", "many")]);
     assert!(!out.status.success());
     assert!(
-        out.stderr.contains("GASNET_AM_NUM_ENTRIES=\"many\" is invalid"),
+        out.stderr
+            .contains("GASNET_AM_NUM_ENTRIES=\"many\" is invalid"),
         "{}",
         out.stderr
     );

@@ -1,6 +1,7 @@
 //! Extended API conformance (put/get in every form, memset, barriers, errors, threads)
-//! through real `rgasnetrun` jobs on the native Portals engine over UDP loopback. Each job is
-//! bounded by a timeout; the program checks every byte and error variant itself.
+//! through real `rgasnetrun` jobs over every path: one shared-memory supernode, PSHM off (the
+//! native Portals engine over UDP loopback) and, with 4 ranks, two supernodes of two (mixed).
+//! Each job is bounded by a timeout; the program checks every byte and error variant itself.
 
 use std::path::Path;
 use std::time::Duration;
@@ -9,23 +10,31 @@ use rgasnet_tests::run_job;
 
 const PROG: &str = env!("CARGO_BIN_EXE_ext_conformance");
 
-/// Runs `mode` on `ranks` ranks and checks that every rank reported success.
+/// Runs `mode` on `ranks` ranks over every path and checks that every rank reported success.
 fn check(ranks: u32, mode: &str, ok_line: &str) {
-    let out = run_job(
-        ranks,
-        Path::new(PROG),
-        &[mode],
-        &[],
-        Duration::from_secs(240),
-    );
-    out.assert_success();
-    assert_eq!(
-        out.stdout.matches(ok_line).count(),
-        ranks as usize,
-        "every rank must report `{ok_line}`:\n{}\n{}",
-        out.stdout,
-        out.stderr
-    );
+    for (path, env) in rgasnet_tests::paths(ranks) {
+        let out = run_job(
+            ranks,
+            Path::new(PROG),
+            &[mode],
+            env,
+            Duration::from_secs(240),
+        );
+        assert!(
+            out.status.success(),
+            "{mode} over {path} failed: {:?}\n{}\n{}",
+            out.status,
+            out.stdout,
+            out.stderr
+        );
+        assert_eq!(
+            out.stdout.matches(ok_line).count(),
+            ranks as usize,
+            "{mode} over {path}: every rank must report `{ok_line}`:\n{}\n{}",
+            out.stdout,
+            out.stderr
+        );
+    }
 }
 
 #[test]

@@ -66,9 +66,17 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         let text = format!("hello from rank {me} of {n}");
         client.am_request_medium(dest, HELLO, &[], text.as_bytes())?;
     }
-    let data: Vec<u8> = (0..256 * 1024).map(|i| (i * 7 + me as usize) as u8).collect();
+    let data: Vec<u8> = (0..256 * 1024)
+        .map(|i| (i * 7 + me as usize) as u8)
+        .collect();
     let sum: u64 = data.iter().map(|&x| u64::from(x)).sum();
-    client.am_request_long((me + 1) % n, BLOCK, &[sum as u32, (sum >> 32) as u32], &data, 4096)?;
+    client.am_request_long(
+        (me + 1) % n,
+        BLOCK,
+        &[sum as u32, (sum >> 32) as u32],
+        &data,
+        4096,
+    )?;
     let deadline = Instant::now() + Duration::from_secs(30);
     while acks.load(Ordering::Relaxed) < n || blocks.load(Ordering::Relaxed) < 1 {
         if Instant::now() > deadline {

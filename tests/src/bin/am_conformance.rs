@@ -555,7 +555,13 @@ fn main() -> ExitCode {
     let st = Arc::new(State::default());
     let skip = mode == "unregistered" && me == 1;
     let n = c.size() as u64;
-    let seg = 2 * SLICE * n;
+    let seg = match std::env::var("AMC_SEGMENT")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        Some(s) => s,
+        None => 2 * SLICE * n,
+    };
     if let Err(e) = c.attach(seg, handlers(&st, me, skip, c.clone())) {
         eprintln!("am_conformance: rank {me}: attach: {e}");
         return ExitCode::from(2);
@@ -580,6 +586,16 @@ fn main() -> ExitCode {
             }
             let _ = poll_until(&c, 20, || false);
             Err("exit(7) on the last rank did not end the job".into())
+        }
+        "attach-and-wait" => {
+            // For the crash tests: report, then serve until killed.
+            println!(
+                "attached rank {me} pid {} key {:016x}",
+                std::process::id(),
+                c.bootstrap().job_key()
+            );
+            let _ = poll_until(&c, 60, || false);
+            Err("was not killed".into())
         }
         other => Err(format!("unknown mode {other}")),
     };

@@ -1,0 +1,191 @@
+//! Raw baselines of this machine, printed by the benchmarks next to their own figures: a flag
+//! ping-pong through shared memory between two processes (the floor for any shared-memory AM
+//! round trip) and `memcpy` bandwidth (the ceiling for a put).
+//!
+//! Run them while the job's other processes are idle: the ping-pong needs two cores.
+#![deny(unsafe_code)]
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::error::BaselineError;
+use crate::segment::{fork_child, Mapping};
+
+/// How long the ping-pong waits for its partner before giving up.
+const PARTNER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Word of the flag, and of the parent's pid (on another line).
+const FLAG: usize = 0;
+const PARENT: usize = 16;
+const STOP: u64 = u64::MAX;
+
+/// The median of `v` (sorted in place); `None` if empty.
+pub fn median<T: PartialOrd + Copy>(v: &mut [T]) -> Option<T> {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    v.get(v.len() / 2).copied()
+}
+
+/// Median round-trip time of a flag ping-pong between this process and a forked child over
+/// one shared cache line: `runs` runs of `iterations` round trips each.
+pub fn shm_flag_pingpong(iterations: u32, runs: u32) -> Result<Duration, BaselineError> {
+    if iterations == 0 || runs == 0 {
+        return Err(BaselineError::Empty);
+    }
+    let map = Mapping::anonymous(4096)?;
+    let words = map.words();
+    words[PARENT].store(u64::from(std::process::id()), Ordering::Relaxed);
+    let child = Child(fork_child(&map, partner)?);
+    let flag = &words[FLAG];
+    let mut next = 1u64;
+    let mut round_trip = || -> Result<(), BaselineError> {
+        flag.store(next, Ordering::Release);
+        wait_for(flag, next + 1)?;
+        next += 2;
+        Ok(())
+    };
+    // Warm-up: the partner is scheduled and the line is hot.
+    for _ in 0..iterations.min(1000) {
+        round_trip()?;
+    }
+    let mut samples = Vec::with_capacity(runs as usize);
+    for _ in 0..runs {
+        let t = Instant::now();
+        for _ in 0..iterations {
+            round_trip()?;
+        }
+        samples.push(t.elapsed() / iterations);
+    }
+    flag.store(STOP, Ordering::Release);
+    child.reap();
+    median(&mut samples).ok_or(BaselineError::Empty)
+}
+
+/// Spins until `flag == want`; gives up after [`PARTNER_TIMEOUT`] (the clock is read once per
+/// 64 Ki spins, so it costs nothing measurable).
+fn wait_for(flag: &AtomicU64, want: u64) -> Result<(), BaselineError> {
+    let start = Instant::now();
+    let mut spins = 0u32;
+    while flag.load(Ordering::Acquire) != want {
+        std::hint::spin_loop();
+        spins = spins.wrapping_add(1);
+        if spins % 65_536 == 0 && start.elapsed() > PARTNER_TIMEOUT {
+            return Err(BaselineError::PartnerTimeout(PARTNER_TIMEOUT));
+        }
+    }
+    Ok(())
+}
+
+/// The forked partner: answers every odd flag value `v` with `v + 1` until told to stop or
+/// orphaned. Only atomics and `getppid` (async-signal-safe), as `fork_child` requires.
+fn partner(words: &[AtomicU64]) -> i32 {
+    let (Some(flag), Some(parent)) = (words.get(FLAG), words.get(PARENT)) else {
+        return 2;
+    };
+    let parent = parent.load(Ordering::Relaxed);
+    let mut spins = 0u32;
+    loop {
+        let v = flag.load(Ordering::Acquire);
+        if v == STOP {
+            return 0;
+        }
+        if v & 1 == 1 {
+            flag.store(v + 1, Ordering::Release);
+            continue;
+        }
+        std::hint::spin_loop();
+        spins = spins.wrapping_add(1);
+        if spins % 65_536 == 0 && i64::from(nix::unistd::getppid().as_raw()) != parent as i64 {
+            return 1;
+        }
+    }
+}
+
+/// The partner process: killed and reaped on every exit path.
+struct Child(nix::unistd::Pid);
+
+impl Child {
+    fn reap(self) {
+        // Dropping kills (a no-op once it exited) and reaps.
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        // It normally exits by itself after STOP; SIGKILL covers error paths. Errors (it has
+        // already exited) are expected and harmless.
+        let _ = nix::sys::signal::kill(self.0, nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::wait::waitpid(self.0, None);
+    }
+}
+
+/// Median bandwidth in MB/s (10^6 bytes per second) of copying `bytes` bytes between two
+/// buffers with `copy_from_slice` (i.e. `memcpy`), `runs` runs.
+pub fn memcpy_bandwidth(bytes: usize, runs: u32) -> Result<f64, BaselineError> {
+    if bytes == 0 || runs == 0 {
+        return Err(BaselineError::Empty);
+    }
+    let src: Vec<u8> = (0..bytes).map(|i| i as u8).collect();
+    let mut dst = vec![0u8; bytes];
+    // About 64 MiB per run: long enough to time, short enough for a shared machine.
+    let reps = (64 << 20) / bytes + 1;
+    dst.copy_from_slice(&src);
+    let mut samples = Vec::with_capacity(runs as usize);
+    for _ in 0..runs {
+        let t = Instant::now();
+        for _ in 0..reps {
+            black_box(&mut dst).copy_from_slice(black_box(&src));
+        }
+        samples.push((bytes * reps) as f64 / t.elapsed().as_secs_f64() / 1e6);
+    }
+    median(&mut samples).ok_or(BaselineError::Empty)
+}
+
+/// The benchmark line for a ping-pong result: `raw: shm flag pingpong rtt 0.110 us`.
+pub fn pingpong_line(rtt: Duration) -> String {
+    format!(
+        "raw: shm flag pingpong rtt {:.3} us",
+        rtt.as_secs_f64() * 1e6
+    )
+}
+
+/// The benchmark line for a memcpy result: `raw: memcpy 1048576 byte 42000.0 MB/s`.
+pub fn memcpy_line(bytes: usize, mb_per_s: f64) -> String {
+    format!("raw: memcpy {bytes} byte {mb_per_s:.1} MB/s")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_have_the_benchmark_format() {
+        assert_eq!(
+            pingpong_line(Duration::from_nanos(110)),
+            "raw: shm flag pingpong rtt 0.110 us"
+        );
+        assert_eq!(
+            memcpy_line(1_048_576, 42_000.0),
+            "raw: memcpy 1048576 byte 42000.0 MB/s"
+        );
+    }
+
+    #[test]
+    fn median_picks_the_middle() {
+        assert_eq!(median(&mut [3, 1, 2]), Some(2));
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), Some(3.0));
+        assert_eq!(median::<u32>(&mut []), None);
+    }
+
+    #[test]
+    fn pingpong_runs_against_a_real_partner_and_finishes() {
+        let rtt = shm_flag_pingpong(200, 3).unwrap();
+        assert!(rtt > Duration::ZERO);
+        assert!(matches!(shm_flag_pingpong(0, 1), Err(BaselineError::Empty)));
+    }
+
+    #[test]
+    fn memcpy_bandwidth_is_positive() {
+        assert!(memcpy_bandwidth(4096, 1).unwrap() > 0.0);
+        assert!(matches!(memcpy_bandwidth(0, 1), Err(BaselineError::Empty)));
+    }
+}

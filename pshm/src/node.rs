@@ -1,0 +1,480 @@
+//! Setting up a supernode (create, cross-map, unlink) and the per-rank API the conduit uses:
+//! peers' segments as [`Region`]s, sending AMs to node peers, receiving from this rank's own
+//! queues, waiting, and the node barrier.
+#![deny(unsafe_code)]
+
+use std::error::Error as StdError;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rgasnet_portals::Region;
+
+use crate::barrier::{BarrierTicket, BarrierWords};
+use crate::error::{RecvError, SendError, SetupError};
+use crate::layout::{self, Layout, MIN_QUEUE_CELLS};
+use crate::message::AmMessage;
+use crate::queue::{Received, Ring};
+use crate::segment::{self, as_u32, Mapping, SegmentMemory};
+use crate::wait::{self, WaitPolicy};
+
+/// What [`Node::attach`] needs to know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// The job's key (part of every object name, so jobs never collide).
+    pub job_key: u64,
+    /// This process's rank.
+    pub rank: u32,
+    /// The ranks of this supernode in ascending order, including `rank`.
+    pub members: Vec<u32>,
+    /// Bytes of this rank's segment (peers may have other sizes; each object records its own).
+    pub segment_len: usize,
+    /// Cells of 64 bytes per queue, a power of two of at least [`MIN_QUEUE_CELLS`].
+    pub queue_cells: usize,
+    /// Spinning before sleeping in [`Receiver::wait`] and [`Node::barrier_wait`].
+    pub wait: WaitPolicy,
+}
+
+impl NodeConfig {
+    /// A configuration with the smallest queues and the default wait policy.
+    pub fn new(job_key: u64, rank: u32, members: Vec<u32>, segment_len: usize) -> NodeConfig {
+        NodeConfig {
+            job_key,
+            rank,
+            members,
+            segment_len,
+            queue_cells: MIN_QUEUE_CELLS,
+            wait: WaitPolicy::default(),
+        }
+    }
+
+    /// Bytes of shared memory this rank's object takes.
+    pub fn object_len(&self) -> Result<usize, SetupError> {
+        Ok(Layout::new(self.queue_cells, self.segment_len)?.object_len)
+    }
+
+    fn check(&self) -> Result<(), SetupError> {
+        if !self.members.windows(2).all(|w| w[0] < w[1]) {
+            return Err(SetupError::Config(format!(
+                "supernode members {:?} are not strictly ascending",
+                self.members
+            )));
+        }
+        if self.members.binary_search(&self.rank).is_err() {
+            return Err(SetupError::Config(format!(
+                "rank {} is not among the supernode members {:?}",
+                self.rank, self.members
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The two queues of a rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Queue {
+    Request,
+    Reply,
+}
+
+fn ring<'m>(words: &'m [AtomicU64], layout: &Layout, which: Queue) -> Ring<'m> {
+    let (tail, head, cells, name) = match which {
+        Queue::Request => (
+            layout::W_REQ_TAIL,
+            layout::W_REQ_HEAD,
+            layout.req_cells,
+            "request",
+        ),
+        Queue::Reply => (
+            layout::W_REP_TAIL,
+            layout::W_REP_HEAD,
+            layout.rep_cells,
+            "reply",
+        ),
+    };
+    // In bounds: every mapping was checked to hold `layout.object_len` bytes.
+    Ring {
+        tail: &words[tail],
+        head: &words[head],
+        cells: &words[cells..cells + layout.ring_words()],
+        name,
+    }
+}
+
+/// A member of the supernode (this rank included) as seen from this process.
+struct Peer {
+    rank: u32,
+    mapping: Arc<Mapping>,
+    layout: Layout,
+    /// This process's caches of the peer's queue heads (see `queue`: saves a cache miss per
+    /// message while the queue has room).
+    request_head: AtomicU64,
+    reply_head: AtomicU64,
+    segment: Region,
+}
+
+impl Peer {
+    fn new(
+        rank: u32,
+        mapping: Arc<Mapping>,
+        layout: Layout,
+        name: &str,
+    ) -> Result<Peer, SetupError> {
+        let memory = SegmentMemory {
+            mapping: Arc::clone(&mapping),
+            first: layout.segment,
+            words: layout.segment_words(),
+        };
+        let segment =
+            Region::with_memory(Box::new(memory), layout.segment_len).ok_or_else(|| {
+                SetupError::BadObject {
+                    object: name.to_owned(),
+                    reason: "segment does not fit the object".into(),
+                }
+            })?;
+        Ok(Peer {
+            rank,
+            mapping,
+            layout,
+            request_head: AtomicU64::new(0),
+            reply_head: AtomicU64::new(0),
+            segment,
+        })
+    }
+
+    fn send(&self, from: u32, which: Queue, msg: &AmMessage<'_>) -> Result<(), SendError> {
+        let words = self.mapping.words();
+        let cache = match which {
+            Queue::Request => &self.request_head,
+            Queue::Reply => &self.reply_head,
+        };
+        if ring(words, &self.layout, which).try_enqueue(cache, from, self.rank, msg)? {
+            wait::wake(as_u32(&words[layout::W_DOORBELL]));
+        }
+        Ok(())
+    }
+}
+
+/// This rank's view of its supernode: every member's segment and queues. Shareable between
+/// threads; receiving is done through the separate [`Receiver`].
+pub struct Node {
+    rank: u32,
+    members: Vec<u32>,
+    /// Parallel to `members`.
+    peers: Vec<Peer>,
+    wait: WaitPolicy,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("rank", &self.rank)
+            .field("members", &self.members)
+            .finish()
+    }
+}
+
+impl Node {
+    /// Creates this rank's object, maps every member's, and unlinks this rank's object once
+    /// every member has mapped it. `barrier` must be a barrier over exactly the supernode's
+    /// members (or a superset, e.g. the whole job); it is called twice.
+    ///
+    /// Checks the free space of `/dev/shm` before creating anything. If this rank fails,
+    /// its object is unlinked before the error is returned; a rank killed during setup may
+    /// leave its object behind ([`crate::remove_job_objects`] removes it).
+    pub fn attach<F, E>(config: NodeConfig, mut barrier: F) -> Result<(Node, Receiver), SetupError>
+    where
+        F: FnMut() -> Result<(), E>,
+        E: Into<Box<dyn StdError + Send + Sync>>,
+    {
+        config.check()?;
+        let layout = Layout::new(config.queue_cells, config.segment_len)?;
+        let name = segment::object_name(config.job_key, config.rank);
+        segment::check_space(&name, layout.object_len as u64)?;
+        let own = Arc::new(Mapping::create(&name, layout.object_len)?);
+        let guard = UnlinkGuard(Some(name.clone()));
+        write_header(&own, &config, &layout);
+        barrier().map_err(|e| SetupError::Barrier {
+            step: "after creating the objects",
+            source: e.into(),
+        })?;
+        let mut peers = Vec::with_capacity(config.members.len());
+        for &rank in &config.members {
+            if rank == config.rank {
+                peers.push(Peer::new(rank, Arc::clone(&own), layout, &name)?);
+            } else {
+                let peer_name = segment::object_name(config.job_key, rank);
+                let mapping = Arc::new(Mapping::open(&peer_name)?);
+                let peer_layout = check_header(&mapping, &peer_name, config.job_key, rank)?;
+                peers.push(Peer::new(rank, mapping, peer_layout, &peer_name)?);
+            }
+        }
+        barrier().map_err(|e| SetupError::Barrier {
+            step: "after mapping the objects",
+            source: e.into(),
+        })?;
+        guard.unlink()?;
+        let receiver = Receiver {
+            requests: Inbox::new(Arc::clone(&own), layout, Queue::Request),
+            replies: Inbox::new(Arc::clone(&own), layout, Queue::Reply),
+            mapping: own,
+            wait: config.wait,
+        };
+        let node = Node {
+            rank: config.rank,
+            members: config.members,
+            peers,
+            wait: config.wait,
+        };
+        Ok((node, receiver))
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// The supernode's ranks, ascending.
+    pub fn members(&self) -> &[u32] {
+        &self.members
+    }
+
+    fn peer(&self, rank: u32) -> Option<&Peer> {
+        let i = self.members.binary_search(&rank).ok()?;
+        self.peers.get(i)
+    }
+
+    /// `rank`'s segment, mapped in this process (load/store and copies go straight to the
+    /// shared memory); `None` if `rank` is not in the supernode.
+    pub fn segment(&self, rank: u32) -> Option<&Region> {
+        self.peer(rank).map(|p| &p.segment)
+    }
+
+    /// Enqueues a request for `dest` (which may be this rank). For a Long, copy the data into
+    /// `dest`'s segment first: the enqueue publishes it. Never blocks: `SendError::Full`
+    /// means poll this rank's queues and retry.
+    pub fn try_send_request(&self, dest: u32, msg: &AmMessage<'_>) -> Result<(), SendError> {
+        self.peer(dest)
+            .ok_or(SendError::NotAPeer { rank: dest })?
+            .send(self.rank, Queue::Request, msg)
+    }
+
+    /// Enqueues a reply for `dest`; replies have their own queue, so they never wait behind
+    /// requests. On `SendError::Full`, drain this rank's reply queue and retry.
+    pub fn try_send_reply(&self, dest: u32, msg: &AmMessage<'_>) -> Result<(), SendError> {
+        self.peer(dest)
+            .ok_or(SendError::NotAPeer { rank: dest })?
+            .send(self.rank, Queue::Reply, msg)
+    }
+
+    fn barrier_words(&self) -> BarrierWords<'_> {
+        // The leader (lowest rank) hosts the barrier; `members` is never empty.
+        let words = self.peers[0].mapping.words();
+        BarrierWords {
+            count: as_u32(&words[layout::W_BARRIER_COUNT]),
+            generation: as_u32(&words[layout::W_BARRIER_GEN]),
+            sleepers: as_u32(&words[layout::W_BARRIER_SLEEPERS]),
+        }
+    }
+
+    /// Arrives at the node barrier (split phase: poll with [`Node::barrier_done`]).
+    pub fn barrier_arrive(&self) -> BarrierTicket {
+        self.barrier_words().arrive(self.members.len() as u32)
+    }
+
+    /// Whether every member has arrived at the barrier of `ticket`.
+    pub fn barrier_done(&self, ticket: BarrierTicket) -> bool {
+        self.barrier_words().done(ticket)
+    }
+
+    /// Waits at most `timeout` (spinning, then sleeping) for the barrier of `ticket`; returns
+    /// whether it completed.
+    pub fn barrier_wait(&self, ticket: BarrierTicket, timeout: Duration) -> bool {
+        self.barrier_words().wait(ticket, self.wait, timeout)
+    }
+}
+
+/// One of this rank's two queues, as its single consumer.
+pub struct Inbox {
+    mapping: Arc<Mapping>,
+    layout: Layout,
+    which: Queue,
+    /// Consumer's copy of `head` (only this process writes the shared one).
+    head: u64,
+}
+
+impl std::fmt::Debug for Inbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inbox")
+            .field("queue", &self.which)
+            .field("head", &self.head)
+            .finish()
+    }
+}
+
+impl Inbox {
+    fn new(mapping: Arc<Mapping>, layout: Layout, which: Queue) -> Inbox {
+        Inbox {
+            mapping,
+            layout,
+            which,
+            head: 0,
+        }
+    }
+
+    /// Takes the next message, if any. Its cells are released when the returned value is
+    /// dropped, so drop it promptly (after running the handler).
+    pub fn try_recv(&mut self) -> Result<Option<Received<'_>>, RecvError> {
+        ring(self.mapping.words(), &self.layout, self.which).try_dequeue(&mut self.head)
+    }
+
+    fn ring(&self) -> Ring<'_> {
+        ring(self.mapping.words(), &self.layout, self.which)
+    }
+
+    /// Whether a message is waiting.
+    pub fn has_pending(&self) -> bool {
+        self.ring().committed_at(self.head)
+    }
+}
+
+/// The receiving side of this rank: its request and reply queues.
+pub struct Receiver {
+    /// Requests from node peers.
+    pub requests: Inbox,
+    /// Replies from node peers.
+    pub replies: Inbox,
+    mapping: Arc<Mapping>,
+    wait: WaitPolicy,
+}
+
+impl std::fmt::Debug for Receiver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Receiver")
+            .field("requests", &self.requests)
+            .field("replies", &self.replies)
+            .finish()
+    }
+}
+
+impl Receiver {
+    /// Whether either queue has a message.
+    pub fn has_pending(&self) -> bool {
+        self.replies.has_pending() || self.requests.has_pending()
+    }
+
+    /// Waits at most `timeout` for a message: spins for the policy's spin time, then sleeps
+    /// on the doorbell futex, which senders ring only when this rank announced it sleeps.
+    /// Returns whether a message is waiting.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if wait::spin_until(self.wait, || self.has_pending()) {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            let bell = as_u32(&self.mapping.words()[layout::W_DOORBELL]);
+            let (req, rep) = (self.requests.ring(), self.replies.ring());
+            wait::sleep(
+                bell,
+                left,
+                // Both bits are set even if the first ring is busy, so `retract` is uniform.
+                || req.announce_sleep(self.requests.head) & rep.announce_sleep(self.replies.head),
+                || {
+                    req.retract_sleep();
+                    rep.retract_sleep();
+                },
+            );
+            if self.has_pending() {
+                return true;
+            }
+            // Not idle but nothing committed (a sender is between reservation and commit),
+            // a spurious wake-up, or the timeout: spin again until the deadline.
+        }
+    }
+}
+
+/// Unlinks the object on drop unless `unlink` was called: an error in setup leaves nothing.
+struct UnlinkGuard(Option<String>);
+
+impl UnlinkGuard {
+    fn unlink(mut self) -> Result<(), SetupError> {
+        match self.0.take() {
+            Some(name) => segment::unlink(&name),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for UnlinkGuard {
+    fn drop(&mut self) {
+        if let Some(name) = self.0.take() {
+            // Already failing; the first error is the one to report.
+            let _ = segment::unlink(&name);
+        }
+    }
+}
+
+fn write_header(own: &Mapping, config: &NodeConfig, layout: &Layout) {
+    let w = own.words();
+    w[layout::W_JOB_KEY].store(config.job_key, Ordering::Relaxed);
+    w[layout::W_RANK].store(u64::from(config.rank), Ordering::Relaxed);
+    w[layout::W_SEGMENT_LEN].store(layout.segment_len as u64, Ordering::Relaxed);
+    w[layout::W_QUEUE_CELLS].store(layout.queue_cells as u64, Ordering::Relaxed);
+    w[layout::W_OBJECT_LEN].store(layout.object_len as u64, Ordering::Relaxed);
+    // Release: a peer that sees the magic sees the fields (the bootstrap barrier orders them
+    // too; this keeps the header self-describing without relying on it).
+    w[layout::W_MAGIC].store(layout::MAGIC, Ordering::Release);
+}
+
+/// Validates a peer's header against what we expect and the mapping's real size; returns the
+/// peer's layout.
+fn check_header(
+    mapping: &Mapping,
+    name: &str,
+    job_key: u64,
+    rank: u32,
+) -> Result<Layout, SetupError> {
+    let bad = |reason: String| SetupError::BadObject {
+        object: name.to_owned(),
+        reason,
+    };
+    let w = mapping.words();
+    if mapping.len() < layout::PAGE {
+        return Err(bad(format!(
+            "{} bytes, less than a header page",
+            mapping.len()
+        )));
+    }
+    let magic = w[layout::W_MAGIC].load(Ordering::Acquire);
+    if magic != layout::MAGIC {
+        return Err(bad(format!("magic {magic:#018x}")));
+    }
+    let field = |i: usize| w[i].load(Ordering::Relaxed);
+    if field(layout::W_JOB_KEY) != job_key || field(layout::W_RANK) != u64::from(rank) {
+        return Err(bad(format!(
+            "belongs to job {:#x} rank {}",
+            field(layout::W_JOB_KEY),
+            field(layout::W_RANK)
+        )));
+    }
+    let cells = usize::try_from(field(layout::W_QUEUE_CELLS)).map_err(|e| bad(e.to_string()))?;
+    let seg = usize::try_from(field(layout::W_SEGMENT_LEN)).map_err(|e| bad(e.to_string()))?;
+    let peer = Layout::new(cells, seg).map_err(|e| bad(e.to_string()))?;
+    if field(layout::W_OBJECT_LEN) != peer.object_len as u64 || mapping.len() < peer.object_len {
+        return Err(bad(format!(
+            "header says {} bytes, layout needs {}, object has {}",
+            field(layout::W_OBJECT_LEN),
+            peer.object_len,
+            mapping.len()
+        )));
+    }
+    Ok(peer)
+}
+
+#[cfg(test)]
+#[path = "node_tests.rs"]
+mod tests;

@@ -1,0 +1,287 @@
+//! In-process tests of setup and of the node API; "ranks" are threads whose bootstrap
+//! barrier is a `std::sync::Barrier`. Multi-process tests are in `tests/`.
+use super::*;
+use crate::message::Body;
+use crate::segment::{job_prefix, SHM_DIR};
+use std::sync::Barrier;
+
+fn objects_of(job_key: u64) -> Vec<String> {
+    let prefix = job_prefix(job_key);
+    let mut v: Vec<String> = std::fs::read_dir(SHM_DIR)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    v.sort();
+    v
+}
+
+fn no_barrier() -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+/// Attaches `n` ranks on threads and runs `body(rank, node, receiver, barrier)` on each.
+fn with_ranks<T: Send>(
+    n: u32,
+    seg: usize,
+    body: impl Fn(u32, Node, Receiver, &Barrier) -> T + Sync,
+) -> Vec<T> {
+    let key: u64 = rand::random();
+    let barrier = Barrier::new(n as usize);
+    let out = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|rank| {
+                let (barrier, body) = (&barrier, &body);
+                s.spawn(move || {
+                    let cfg = NodeConfig::new(key, rank, (0..n).collect(), seg);
+                    let (node, rx) = Node::attach(cfg, || {
+                        barrier.wait();
+                        Ok::<(), std::io::Error>(())
+                    })
+                    .unwrap();
+                    body(rank, node, rx, barrier)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(objects_of(key), Vec::<String>::new());
+    out
+}
+
+#[test]
+fn single_rank_sends_to_itself_and_leaves_nothing_in_dev_shm() {
+    let key: u64 = rand::random();
+    let cfg = NodeConfig::new(key, 3, vec![3], 10_000);
+    let (node, mut rx) = Node::attach(cfg, no_barrier).unwrap();
+    assert_eq!(objects_of(key), Vec::<String>::new());
+    assert_eq!((node.rank(), node.members()), (3, &[3][..]));
+    let seg = node.segment(3).unwrap();
+    assert_eq!(seg.len(), 10_000);
+    assert!(node.segment(4).is_none());
+    seg.write(9_990, b"0123456789").unwrap();
+    assert_eq!(seg.to_vec(9_990, 10).unwrap(), b"0123456789");
+    assert!(seg.write(9_991, b"0123456789").is_err());
+
+    assert!(!rx.has_pending());
+    let m = AmMessage {
+        handler: 200,
+        args: &[1, 2, 3],
+        body: Body::Medium(b"hello"),
+    };
+    node.try_send_request(3, &m).unwrap();
+    node.try_send_reply(
+        3,
+        &AmMessage {
+            handler: 201,
+            args: &[],
+            body: Body::Short,
+        },
+    )
+    .unwrap();
+    assert!(rx.has_pending());
+    assert!(rx.wait(Duration::ZERO));
+    let got = rx.requests.try_recv().unwrap().unwrap();
+    assert_eq!(
+        (got.source(), got.handler(), got.args()),
+        (3, 200, &[1, 2, 3][..])
+    );
+    assert_eq!(got.body(), Body::Medium(b"hello"));
+    // The reply queue is independent of a request still being handled.
+    let rep = rx.replies.try_recv().unwrap().unwrap();
+    assert_eq!((rep.handler(), rep.body()), (201, Body::Short));
+    drop((got, rep));
+    assert!(!rx.has_pending());
+    assert!(!rx.wait(Duration::from_millis(1)));
+    assert_eq!(
+        node.try_send_request(9, &m),
+        Err(SendError::NotAPeer { rank: 9 })
+    );
+    let t = node.barrier_arrive();
+    assert!(node.barrier_done(t));
+}
+
+#[test]
+fn peers_share_segments_and_exchange_requests_and_replies() {
+    let results = with_ranks(3, 1 << 16, |rank, node, mut rx, barrier| {
+        // Each rank writes its rank into every member's segment at offset 8 * rank.
+        for &peer in node.members() {
+            let seg = node.segment(peer).unwrap();
+            seg.write(8 * rank as usize, &u64::from(rank + 100).to_le_bytes())
+                .unwrap();
+        }
+        let t = node.barrier_arrive();
+        assert!(node.barrier_wait(t, Duration::from_secs(60)));
+        let own = node.segment(rank).unwrap().to_vec(0, 24).unwrap();
+        let expect: Vec<u8> = (0..3u64).flat_map(|r| (r + 100).to_le_bytes()).collect();
+        assert_eq!(own, expect);
+
+        // Long: data into the next rank's segment, then the header.
+        let next = (rank + 1) % 3;
+        let data = vec![rank as u8 + 1; 5000];
+        node.segment(next).unwrap().write(1000, &data).unwrap();
+        let long = AmMessage {
+            handler: 130,
+            args: &[rank],
+            body: Body::Long {
+                offset: 1000,
+                len: 5000,
+            },
+        };
+        node.try_send_request(next, &long).unwrap();
+        // Serve one request (reply to it), then wait for our reply.
+        let prev = (rank + 2) % 3;
+        let mut got_reply = None;
+        let mut served = false;
+        while got_reply.is_none() || !served {
+            assert!(rx.wait(Duration::from_secs(60)), "rank {rank} timed out");
+            if let Some(m) = rx.requests.try_recv().unwrap() {
+                assert_eq!((m.source(), m.args()), (prev, &[prev][..]));
+                let Body::Long { offset, len } = m.body() else {
+                    panic!("not a Long: {m:?}")
+                };
+                let bytes = node
+                    .segment(rank)
+                    .unwrap()
+                    .to_vec(offset as usize, len as usize)
+                    .unwrap();
+                assert_eq!(bytes, vec![prev as u8 + 1; 5000]);
+                let reply = AmMessage {
+                    handler: 131,
+                    args: &[rank, 7],
+                    body: Body::Medium(&bytes[..100]),
+                };
+                node.try_send_reply(m.source(), &reply).unwrap();
+                served = true;
+            }
+            if let Some(m) = rx.replies.try_recv().unwrap() {
+                assert_eq!(m.body(), Body::Medium(&[rank as u8 + 1; 100][..]));
+                got_reply = Some(m.args().to_vec());
+            }
+        }
+        barrier.wait();
+        got_reply.unwrap()
+    });
+    assert_eq!(results, vec![vec![1, 7], vec![2, 7], vec![0, 7]]);
+}
+
+#[test]
+fn a_sleeping_receiver_is_woken_by_a_sender() {
+    with_ranks(2, 4096, |rank, node, mut rx, barrier| {
+        let policy_free = Duration::from_secs(60);
+        if rank == 0 {
+            // Make sure rank 0 sleeps: no spin, nothing pending.
+            barrier.wait();
+            assert!(rx.wait(policy_free));
+            let m = rx.requests.try_recv().unwrap().unwrap();
+            assert_eq!(m.args(), &[99]);
+        } else {
+            barrier.wait();
+            // Give rank 0 a chance to fall asleep; correctness does not depend on it.
+            std::thread::sleep(Duration::from_millis(20));
+            let m = AmMessage {
+                handler: 1,
+                args: &[99],
+                body: Body::Short,
+            };
+            node.try_send_request(0, &m).unwrap();
+        }
+    });
+}
+
+#[test]
+fn too_little_shared_memory_is_a_clear_error_and_creates_nothing() {
+    let key: u64 = rand::random();
+    let cfg = NodeConfig::new(key, 0, vec![0], 1 << 50);
+    let needed = cfg.object_len().unwrap() as u64;
+    let e = Node::attach(cfg, || -> Result<(), std::io::Error> {
+        panic!("the barrier must not be reached")
+    })
+    .unwrap_err();
+    let text = e.to_string();
+    match e {
+        SetupError::NoSpace {
+            needed: n,
+            available,
+            ref object,
+            ref path,
+        } => {
+            assert_eq!(n, needed);
+            assert_eq!(object, &segment::object_name(key, 0));
+            assert_eq!(path, "/dev/shm");
+            assert!(
+                text.contains(&format!(
+                    "{needed} bytes needed, {available} bytes available in /dev/shm"
+                )),
+                "{text}"
+            );
+        }
+        other => panic!("unexpected {other}"),
+    }
+    assert_eq!(objects_of(key), Vec::<String>::new());
+}
+
+#[test]
+fn bad_configs_are_rejected() {
+    let e = Node::attach(NodeConfig::new(1, 2, vec![0, 1], 0), no_barrier).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid pshm configuration: rank 2 is not among the supernode members [0, 1]"
+    );
+    let e = Node::attach(NodeConfig::new(1, 1, vec![1, 0], 0), no_barrier).unwrap_err();
+    assert!(e.to_string().contains("not strictly ascending"), "{e}");
+    let mut cfg = NodeConfig::new(1, 0, vec![0], 0);
+    cfg.queue_cells = 100;
+    assert!(matches!(
+        Node::attach(cfg, no_barrier),
+        Err(SetupError::Config(_))
+    ));
+}
+
+#[test]
+fn a_failing_barrier_or_a_bad_peer_object_leaves_nothing_behind() {
+    let key: u64 = rand::random();
+    let e = Node::attach(NodeConfig::new(key, 0, vec![0, 1], 0), || {
+        Err(std::io::Error::other("bootstrap lost"))
+    })
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "bootstrap barrier failed during pshm setup (after creating the objects)"
+    );
+    assert_eq!(objects_of(key), Vec::<String>::new());
+
+    // A peer object with garbage in it.
+    let fake_name = segment::object_name(key, 1);
+    let fake = Mapping::create(&fake_name, layout::PAGE).unwrap();
+    fake.words()[0].store(0x1234, Ordering::Relaxed);
+    let e = Node::attach(NodeConfig::new(key, 0, vec![0, 1], 0), no_barrier).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "shared-memory object {fake_name} is not a valid rgasnet-pshm object: magic 0x0000000000001234"
+        )
+    );
+    // A peer object whose header claims more than it has.
+    fake.words()[layout::W_JOB_KEY].store(key, Ordering::Relaxed);
+    fake.words()[layout::W_RANK].store(1, Ordering::Relaxed);
+    fake.words()[layout::W_QUEUE_CELLS].store(MIN_QUEUE_CELLS as u64, Ordering::Relaxed);
+    fake.words()[layout::W_SEGMENT_LEN].store(0, Ordering::Relaxed);
+    fake.words()[layout::W_MAGIC].store(layout::MAGIC, Ordering::Relaxed);
+    let e = Node::attach(NodeConfig::new(key, 0, vec![0, 1], 0), no_barrier).unwrap_err();
+    assert!(
+        e.to_string().contains("header says 0 bytes, layout needs"),
+        "{e}"
+    );
+    // A peer object of another job.
+    fake.words()[layout::W_JOB_KEY].store(key ^ 1, Ordering::Relaxed);
+    let e = Node::attach(NodeConfig::new(key, 0, vec![0, 1], 0), no_barrier).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("belongs to job {:#x} rank 1", key ^ 1)),
+        "{e}"
+    );
+    assert_eq!(objects_of(key), vec![fake_name[1..].to_string()]);
+    assert_eq!(crate::remove_job_objects(key).unwrap(), vec![fake_name]);
+    assert_eq!(objects_of(key), Vec::<String>::new());
+}

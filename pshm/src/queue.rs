@@ -1,0 +1,472 @@
+//! Lock-free multi-producer single-consumer ring of active-message records in shared memory,
+//! and the futex calls that sleeping waiters use.
+//!
+//! # Design
+//!
+//! The ring is `cap` cells of 64 bytes (`cap` a power of two) plus two counters on their own
+//! cache lines: `tail`, the next free position, advanced by producers with a CAS, and `head`,
+//! the first position the consumer has not released, written only by the consumer. Positions
+//! are 64-bit and never wrap in practice (2^64 cells); position `p` lives in cell `p % cap`.
+//!
+//! A record (see `message`) covers `n` consecutive cells. A producer reserves `[t, t + n)` by
+//! moving `tail` from `t` to `t + n`, writes the record, and commits it by storing `t + 1` into
+//! the record's first word, the *marker*. A record never wraps around the end of the ring: if
+//! it would, the producer also reserves the cells up to the end and commits them as a *pad*
+//! record that the consumer skips, so every payload is contiguous and can be lent to the
+//! handler in place, without a copy. Small messages (a Short with up to 8 arguments, or up to
+//! 32 bytes of Medium payload with no arguments) are one cell, i.e. one cache line.
+//!
+//! # Invariants
+//!
+//! 1. `head <= tail` and `tail - head <= cap`: producers only reserve cells the consumer has
+//!    released, so cells in `[head, tail)` are never handed out twice.
+//! 2. Outside the records in `[head, tail)`, the first word of cell `i` is 0 or a *stale
+//!    marker* `p + 1` of an earlier record that started at position `p ≡ i (mod cap)`, so
+//!    `p + 1 <= head + 1 - cap` for the position `head` that will next use the cell. (Memory
+//!    starts zeroed; a released record's first cell keeps its marker, and the consumer zeroes
+//!    the first word of every other cell of a released record, which payload overwrote.)
+//!    Hence the word the consumer reads at its head is `head + 1` (committed), 0 or stale (not
+//!    committed yet); anything else is corruption. A one-cell message is thus released
+//!    without writing to its cache line, which would cost a coherence round trip.
+//! 3. Between reservation and commit, the cells of a record are written only by the producer
+//!    that reserved them; between commit and release, they are read only by the consumer.
+//!
+//! # Sleeping receivers
+//!
+//! Bit 63 of `tail` ([`SLEEP_BIT`]) is the receiver's "I am going to sleep" flag (positions
+//! never reach 2^63). Putting it in the word every producer already CASes makes the
+//! announcement and the producers' reservations totally ordered without any fence on the
+//! producer side: either the receiver's `fetch_or` sees a reservation it has not consumed
+//! (and does not sleep), or a producer's CAS sees the bit, clears it, and rings the doorbell
+//! after its commit. See `wait` for the doorbell itself.
+//!
+//! # Orderings
+//!
+//! - Producer, `tail` CAS: `Acquire` on success, pairing with the receiver's `Release`
+//!   `fetch_or` of the sleep bit, so a producer that sees the bit also sees the doorbell's
+//!   `SLEEPING` that the receiver stored before it. Positions themselves publish no data.
+//! - Producer, `head` load: `Acquire`, pairing with the consumer's `Release` store of `head`,
+//!   so the consumer's reads (and zeroing) of released cells happen before the producer
+//!   overwrites them. The process-local cache of `head` is read `Acquire` and updated
+//!   `AcqRel` so the same chain holds for other threads of the process that use the cache.
+//! - Producer, marker store: `Release`, publishing the record (header, args, payload and, for
+//!   a Long, the data the sender wrote into the segment before).
+//! - Consumer, marker load: `Acquire`, pairing with the producer's marker store, so the whole
+//!   record is visible.
+//! - Consumer, sleep-bit `fetch_or`: `AcqRel` (`Release` above; `Acquire` is harmless and
+//!   keeps the read of the tail ordered after the receiver's earlier checks). Clearing the bit
+//!   after waking is `Relaxed`: it only avoids a needless wake-up syscall.
+//! - Consumer, `head` store: `Release` (see above); its zeroing stores are `Relaxed` and are
+//!   ordered before that release.
+//! - Header and argument words are `Relaxed` atomics: the marker orders them.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::error::{RecvError, SendError};
+
+/// Bit of `tail` that says the receiver is going to sleep (see the module docs).
+pub(crate) const SLEEP_BIT: u64 = 1 << 63;
+use crate::layout::{CELL_BYTES, CELL_WORDS};
+use crate::message::{
+    cells_for, pack_meta, pack_sizes, payload_offset, unpack_meta, unpack_sizes, AmCategory,
+    AmMessage, Body, HEADER_BYTES, KIND_MESSAGE, KIND_PAD, MAX_ARGS, MAX_MEDIUM,
+};
+
+/// A view of one ring inside a mapping.
+#[derive(Clone, Copy)]
+pub(crate) struct Ring<'a> {
+    pub(crate) tail: &'a AtomicU64,
+    pub(crate) head: &'a AtomicU64,
+    /// `cap * CELL_WORDS` words.
+    pub(crate) cells: &'a [AtomicU64],
+    /// `"request"` or `"reply"`, for errors.
+    pub(crate) name: &'static str,
+}
+
+impl<'a> Ring<'a> {
+    fn cap(&self) -> u64 {
+        (self.cells.len() / CELL_WORDS) as u64
+    }
+
+    fn word(&self, cell: u64, word: usize) -> &'a AtomicU64 {
+        &self.cells[cell as usize * CELL_WORDS + word]
+    }
+
+    /// Enqueues `msg` from `source`; `cached_head` is the sender process's cache of `head`.
+    /// Returns `Full` instead of waiting when there is no room, and `Ok(true)` when the
+    /// receiver announced it sleeps, i.e. the caller must ring its doorbell.
+    pub(crate) fn try_enqueue(
+        &self,
+        cached_head: &AtomicU64,
+        source: u32,
+        dest: u32,
+        msg: &AmMessage<'_>,
+    ) -> Result<bool, SendError> {
+        let argc = msg.args.len();
+        if argc > MAX_ARGS {
+            return Err(SendError::TooManyArgs {
+                argc,
+                max: MAX_ARGS,
+            });
+        }
+        let (len, offset) = match msg.body {
+            Body::Short => (0, 0),
+            Body::Medium(p) if p.len() > MAX_MEDIUM => {
+                return Err(SendError::PayloadTooLarge {
+                    len: p.len(),
+                    max: MAX_MEDIUM,
+                })
+            }
+            Body::Medium(p) => (p.len() as u32, 0),
+            Body::Long { offset, len } => (len, offset),
+        };
+        let n = cells_for(argc, msg.body.inline_len()) as u64;
+        let cap = self.cap();
+        let mask = cap - 1;
+        let (t, pad, wake) = loop {
+            let raw = self.tail.load(Ordering::Relaxed);
+            let t = raw & !SLEEP_BIT;
+            let idx = t & mask;
+            let pad = if idx + n > cap { cap - idx } else { 0 };
+            let end = t + pad + n;
+            let mut head = cached_head.load(Ordering::Acquire);
+            if end - head.min(t) > cap {
+                head = self.head.load(Ordering::Acquire);
+                cached_head.fetch_max(head, Ordering::AcqRel);
+                if head > t {
+                    // `t` is stale: the consumer is already past it. Reload.
+                    std::hint::spin_loop();
+                    continue;
+                }
+                if end - head > cap {
+                    return Err(SendError::Full {
+                        dest,
+                        queue: self.name,
+                    });
+                }
+            }
+            if self
+                .tail
+                .compare_exchange_weak(raw, end, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                // The new value has the sleep bit clear: this producer takes on the wake-up.
+                break (t, pad, raw & SLEEP_BIT != 0);
+            }
+        };
+        if pad > 0 {
+            self.word(t & mask, 1)
+                .store(pack_meta(KIND_PAD, 0, 0, 0, source), Ordering::Relaxed);
+            self.word(t & mask, 2)
+                .store(pack_sizes(pad as u32, 0), Ordering::Relaxed);
+            self.word(t & mask, 0).store(t + 1, Ordering::Release);
+        }
+        let pos = t + pad;
+        let cell = pos & mask;
+        let meta = pack_meta(
+            KIND_MESSAGE,
+            msg.body.category().code(),
+            msg.handler,
+            argc as u8,
+            source,
+        );
+        self.word(cell, 1).store(meta, Ordering::Relaxed);
+        self.word(cell, 2)
+            .store(pack_sizes(n as u32, len), Ordering::Relaxed);
+        self.word(cell, 3).store(offset, Ordering::Relaxed);
+        for (i, pair) in msg.args.chunks(2).enumerate() {
+            let w = u64::from(pair[0]) | pair.get(1).map_or(0, |&b| u64::from(b) << 32);
+            self.word(cell, 4 + i).store(w, Ordering::Relaxed);
+        }
+        if let Body::Medium(p) = msg.body {
+            if !p.is_empty() {
+                let first = cell as usize * CELL_WORDS + payload_offset(argc) / 8;
+                copy_in(&self.cells[first..first + p.len().div_ceil(8)], p);
+            }
+        }
+        self.word(cell, 0).store(pos + 1, Ordering::Release);
+        Ok(wake)
+    }
+
+    /// Whether a committed record waits at `head`.
+    pub(crate) fn committed_at(&self, head: u64) -> bool {
+        self.word(head & (self.cap() - 1), 0)
+            .load(Ordering::Acquire)
+            == head + 1
+    }
+
+    /// The receiver announces it is going to sleep; returns whether the ring is idle (nothing
+    /// reserved beyond `head`). If it is not, the receiver must not sleep: a record is
+    /// committed or about to be, and its producer may not have seen the bit.
+    pub(crate) fn announce_sleep(&self, head: u64) -> bool {
+        self.tail.fetch_or(SLEEP_BIT, Ordering::AcqRel) & !SLEEP_BIT == head
+    }
+
+    /// The receiver is awake again: later producers need not ring.
+    pub(crate) fn retract_sleep(&self) {
+        self.tail.fetch_and(!SLEEP_BIT, Ordering::Relaxed);
+    }
+
+    /// Takes the next message at `*head` (the consumer's local copy of `head`), skipping pads.
+    pub(crate) fn try_dequeue<'c>(
+        self,
+        head: &'c mut u64,
+    ) -> Result<Option<Received<'c>>, RecvError>
+    where
+        'a: 'c,
+    {
+        let cap = self.cap();
+        loop {
+            let h = *head;
+            let idx = h & (cap - 1);
+            let marker = self.word(idx, 0).load(Ordering::Acquire);
+            let corrupt = |reason: String| RecvError::Corrupt {
+                queue: self.name,
+                position: h,
+                reason,
+            };
+            if marker != h + 1 {
+                // Not committed yet: zero or a stale marker (invariant 2).
+                let stale = marker
+                    .checked_sub(1)
+                    .is_some_and(|p| p < h && p & (cap - 1) == idx);
+                if marker == 0 || stale {
+                    return Ok(None);
+                }
+                return Err(corrupt(format!(
+                    "marker {marker:#x}, expected {:#x}",
+                    h + 1
+                )));
+            }
+            let (kind, cat, handler, argc, source) =
+                unpack_meta(self.word(idx, 1).load(Ordering::Relaxed));
+            let (n, len) = unpack_sizes(self.word(idx, 2).load(Ordering::Relaxed));
+            let n = u64::from(n);
+            if n == 0 || idx + n > cap {
+                return Err(corrupt(format!(
+                    "record of {n} cells at cell {idx} of {cap}"
+                )));
+            }
+            if kind == KIND_PAD {
+                if idx + n != cap {
+                    return Err(corrupt(format!("pad of {n} cells does not end the ring")));
+                }
+                // Only the pad's first cell was written, and its marker may stay (invariant 2).
+                *head = h + n;
+                self.head.store(*head, Ordering::Release);
+                continue;
+            }
+            if kind != KIND_MESSAGE {
+                return Err(corrupt(format!("record kind {kind}")));
+            }
+            let category = AmCategory::from_code(cat)
+                .ok_or_else(|| corrupt(format!("category code {cat}")))?;
+            let argc = usize::from(argc);
+            if argc > MAX_ARGS {
+                return Err(corrupt(format!("{argc} arguments")));
+            }
+            let inline = match category {
+                AmCategory::Medium => len as usize,
+                _ => 0,
+            };
+            if inline > MAX_MEDIUM || (category == AmCategory::Short && len != 0) {
+                return Err(corrupt(format!("{category:?} with length {len}")));
+            }
+            if cells_for(argc, inline) as u64 != n {
+                return Err(corrupt(format!(
+                    "{n} cells for {argc} arguments and {inline} payload bytes"
+                )));
+            }
+            let mut args = [0u32; MAX_ARGS];
+            for (i, pair) in args[..argc].chunks_mut(2).enumerate() {
+                let w = self.word(idx, 4 + i).load(Ordering::Relaxed);
+                pair[0] = w as u32;
+                if let Some(b) = pair.get_mut(1) {
+                    *b = (w >> 32) as u32;
+                }
+            }
+            let first = idx as usize * CELL_WORDS + payload_offset(argc) / 8;
+            return Ok(Some(Received {
+                cells: &self.cells[idx as usize * CELL_WORDS..(idx + n) as usize * CELL_WORDS],
+                ring_head: self.head,
+                head,
+                payload: &self.cells[first..first + inline.div_ceil(8)],
+                source,
+                handler,
+                category,
+                argc: argc as u8,
+                args,
+                len,
+                offset: self.word(idx, 3).load(Ordering::Relaxed),
+            }));
+        }
+    }
+}
+
+/// A message taken from a queue. Its cells stay reserved for the consumer (the payload is
+/// read in place) until this is dropped, which releases them to producers.
+pub struct Received<'c> {
+    cells: &'c [AtomicU64],
+    ring_head: &'c AtomicU64,
+    head: &'c mut u64,
+    payload: &'c [AtomicU64],
+    source: u32,
+    handler: u8,
+    category: AmCategory,
+    argc: u8,
+    args: [u32; MAX_ARGS],
+    len: u32,
+    offset: u64,
+}
+
+impl Received<'_> {
+    /// Rank that sent the message.
+    pub fn source(&self) -> u32 {
+        self.source
+    }
+
+    /// Handler index.
+    pub fn handler(&self) -> u8 {
+        self.handler
+    }
+
+    /// Category.
+    pub fn category(&self) -> AmCategory {
+        self.category
+    }
+
+    /// Arguments.
+    pub fn args(&self) -> &[u32] {
+        &self.args[..usize::from(self.argc)]
+    }
+
+    /// The body; a Medium payload is borrowed from the queue, valid until `self` is dropped.
+    pub fn body(&self) -> Body<'_> {
+        match self.category {
+            AmCategory::Short => Body::Short,
+            AmCategory::Medium => Body::Medium(payload_bytes(self.payload, self.len as usize)),
+            AmCategory::Long => Body::Long {
+                offset: self.offset,
+                len: self.len,
+            },
+        }
+    }
+}
+
+impl std::fmt::Debug for Received<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Received")
+            .field("source", &self.source)
+            .field("handler", &self.handler)
+            .field("args", &self.args())
+            .field("body", &self.body())
+            .finish()
+    }
+}
+
+impl Drop for Received<'_> {
+    fn drop(&mut self) {
+        // Invariant 2: the first cell keeps its (now stale) marker; the first words of the
+        // others held payload and must not look like markers when the cells are reused.
+        for cell in self.cells.chunks_exact(CELL_WORDS).skip(1) {
+            cell[0].store(0, Ordering::Relaxed);
+        }
+        *self.head += (self.cells.len() / CELL_WORDS) as u64;
+        self.ring_head.store(*self.head, Ordering::Release);
+    }
+}
+
+/// Copies `src` into the bytes of `dst` (which must hold at least `src.len()` bytes).
+fn copy_in(dst: &[AtomicU64], src: &[u8]) {
+    assert!(dst.len() * 8 >= src.len(), "payload copy out of bounds");
+    // SAFETY: `dst` is valid for `dst.len() * 8 >= src.len()` bytes; writing through it is
+    // allowed because AtomicU64 is interior-mutable. The cells belong to this producer alone
+    // between its reservation and its commit (invariant 3), so no other access races with
+    // these plain writes; the commit's marker store orders them before the consumer's reads.
+    // `src` is a separate Rust borrow and cannot overlap a slice of atomics we write.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            src.as_ptr(),
+            dst.as_ptr().cast::<u8>().cast_mut(),
+            src.len(),
+        );
+    }
+}
+
+/// The first `len` bytes of `words` (which must hold them) as a byte slice.
+fn payload_bytes(words: &[AtomicU64], len: usize) -> &[u8] {
+    assert!(words.len() * 8 >= len, "payload view out of bounds");
+    // SAFETY: `words` is valid for `len` bytes and initialised. The record is committed (its
+    // producer's writes happen before, via the marker's acquire) and is released only when the
+    // `Received` that lends this slice is dropped, which the borrow prevents while the slice
+    // lives; until then no producer may write these cells (invariant 3), so reading them as
+    // plain bytes does not race.
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), len) }
+}
+
+const _: () = assert!(HEADER_BYTES % 8 == 0 && CELL_BYTES % 8 == 0);
+
+/// Outcome of [`futex_wait`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FutexWait {
+    /// Woken (or spuriously returned); re-check the condition.
+    Woken,
+    /// The word no longer held the expected value.
+    Changed,
+    /// The timeout passed.
+    TimedOut,
+}
+
+/// Sleeps while `*word == expected`, at most `timeout`. Shared (not `FUTEX_PRIVATE`) because
+/// the waker may be another process mapping the same memory.
+pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) -> FutexWait {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: FUTEX_WAIT reads the aligned 32-bit word at `word.as_ptr()` (valid for the call,
+    // borrowed) and the timespec on our stack; the other pointer arguments are unused.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            expected,
+            &ts as *const libc::timespec,
+            std::ptr::null::<u32>(),
+            0u32,
+        )
+    };
+    if r == 0 {
+        return FutexWait::Woken;
+    }
+    match nix::errno::Errno::last() {
+        nix::errno::Errno::EAGAIN => FutexWait::Changed,
+        nix::errno::Errno::ETIMEDOUT => FutexWait::TimedOut,
+        // EINTR, or a kernel without futexes: callers re-check and retry, so treating it as
+        // a wake-up only costs spinning.
+        _ => FutexWait::Woken,
+    }
+}
+
+/// Wakes up to `n` waiters sleeping on `word`, in any process.
+pub(crate) fn futex_wake(word: &AtomicU32, n: i32) {
+    // SAFETY: FUTEX_WAKE only uses the address of the borrowed word as a key; the other
+    // arguments are unused.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE,
+            n,
+            std::ptr::null::<libc::timespec>(),
+            std::ptr::null::<u32>(),
+            0u32,
+        );
+    }
+}
+
+#[cfg(test)]
+#[path = "queue_tests.rs"]
+mod tests;

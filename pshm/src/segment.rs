@@ -1,0 +1,338 @@
+//! Shared-memory objects and their mappings: `shm_open` / `ftruncate` / `mmap` / `shm_unlink`,
+//! the free-space check, and the views of a mapping as atomic words.
+//!
+//! A mapping is only ever seen as `&[AtomicU64]` (and a few words as `AtomicU32` for futexes):
+//! other processes write it concurrently, and atomics are the model under which such writes
+//! are defined behaviour. Plain byte copies happen only in `queue.rs`, on cells that the ring
+//! protocol gives to one process at a time.
+
+use std::num::NonZeroUsize;
+use std::os::fd::AsRawFd;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::Arc;
+
+use nix::fcntl::OFlag;
+use nix::sys::mman::{self, MapFlags, ProtFlags};
+use nix::sys::stat::Mode;
+
+use crate::error::SetupError;
+
+/// The file system that backs POSIX shared memory on Linux.
+pub const SHM_DIR: &str = "/dev/shm";
+
+/// The `shm_open` name of `rank`'s object in job `job_key`: `/rgasnet-<16 hex digits>-<rank>`.
+pub fn object_name(job_key: u64, rank: u32) -> String {
+    format!("/rgasnet-{job_key:016x}-{rank}")
+}
+
+/// The prefix (inside [`SHM_DIR`]) shared by every object of job `job_key`.
+pub fn job_prefix(job_key: u64) -> String {
+    format!("rgasnet-{job_key:016x}-")
+}
+
+/// A shared mapping of a whole object (or of anonymous shared memory), unmapped on drop.
+#[derive(Debug)]
+pub(crate) struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory that stays valid until `drop`; every access to it goes
+// through `words()`, i.e. through atomics (or, in queue.rs, through byte copies that the ring
+// protocol makes exclusive). Nothing in it is tied to the creating thread.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; shared access from several threads is the same as from several processes.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Creates object `name` of `len` bytes (which must not exist yet), mapped read-write.
+    /// On failure nothing is left behind.
+    pub(crate) fn create(name: &str, len: usize) -> Result<Mapping, SetupError> {
+        let nz = NonZeroUsize::new(len)
+            .ok_or_else(|| SetupError::Config(format!("object {name} would have no bytes")))?;
+        let size = i64::try_from(len)
+            .map_err(|_| SetupError::Config(format!("object {name} of {len} bytes is too big")))?;
+        let fd = mman::shm_open(
+            name,
+            OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR,
+            Mode::S_IRUSR | Mode::S_IWUSR,
+        )
+        .map_err(|e| SetupError::os("shm_open", name, e))?;
+        let mapped = nix::unistd::ftruncate(&fd, size)
+            .map_err(|e| SetupError::os("ftruncate", name, e))
+            .and_then(|()| Mapping::map(&fd, nz, name));
+        if mapped.is_err() {
+            // Best effort: the object is ours and useless; the original error matters more.
+            let _ = mman::shm_unlink(name);
+        }
+        mapped
+    }
+
+    /// Opens and maps existing object `name` read-write, whatever its size (the caller checks
+    /// the header against the size).
+    pub(crate) fn open(name: &str) -> Result<Mapping, SetupError> {
+        let fd = mman::shm_open(name, OFlag::O_RDWR, Mode::empty())
+            .map_err(|e| SetupError::os("shm_open", name, e))?;
+        let st =
+            nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| SetupError::os("fstat", name, e))?;
+        let len = usize::try_from(st.st_size)
+            .ok()
+            .and_then(NonZeroUsize::new)
+            .ok_or_else(|| SetupError::BadObject {
+                object: name.to_owned(),
+                reason: format!("size {} bytes", st.st_size),
+            })?;
+        Mapping::map(&fd, len, name)
+    }
+
+    /// Anonymous shared memory of `len` bytes, inherited by forked children.
+    pub(crate) fn anonymous(len: usize) -> Result<Mapping, SetupError> {
+        let nz = NonZeroUsize::new(len)
+            .ok_or_else(|| SetupError::Config("anonymous mapping of 0 bytes".into()))?;
+        // SAFETY: a fresh mapping at an address the kernel picks; it aliases nothing.
+        let ptr = unsafe {
+            mman::mmap_anonymous(
+                None,
+                nz,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_SHARED,
+            )
+        }
+        .map_err(|e| SetupError::os("mmap", "anonymous", e))?;
+        Ok(Mapping {
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    fn map(
+        fd: &std::os::fd::OwnedFd,
+        len: NonZeroUsize,
+        name: &str,
+    ) -> Result<Mapping, SetupError> {
+        // SAFETY: a fresh shared mapping of a file descriptor we own, at an address the kernel
+        // picks, so it aliases no Rust object. Its bytes are only accessed as atomics (or as
+        // protocol-exclusive byte copies). The fd may be closed afterwards: the mapping keeps
+        // the object alive.
+        let ptr = unsafe {
+            mman::mmap(
+                None,
+                len,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_SHARED,
+                fd,
+                0,
+            )
+        }
+        .map_err(|e| SetupError::os("mmap", name, e))?;
+        Ok(Mapping {
+            ptr: ptr.cast(),
+            len: len.get(),
+        })
+    }
+
+    /// Length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The mapping as 64-bit atomic words (a trailing partial word is not included).
+    pub(crate) fn words(&self) -> &[AtomicU64] {
+        // SAFETY: `ptr` is page aligned (so aligned for AtomicU64), valid for `len` bytes for as
+        // long as `self` lives (unmapped only in drop), and zero-filled or written only through
+        // atomics, so every bit pattern is an initialised u64. AtomicU64 has the size and
+        // layout of u64, and its interior mutability makes writes by other processes and
+        // threads through this shared slice sound.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast::<AtomicU64>(), self.len / 8) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` describe exactly the mapping created in `map`/`anonymous`; every
+        // borrow of it (`words()`) borrows `self`, so none outlives this call.
+        // An munmap failure cannot be handled in drop and would only leak address space.
+        let _ = unsafe { mman::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// The first 4 bytes of `word` as an `AtomicU32`, for futex words. A word used this way must
+/// never be accessed as a 64-bit atomic (mixed-size atomic accesses are not defined).
+pub(crate) fn as_u32(word: &AtomicU64) -> &AtomicU32 {
+    // SAFETY: the pointer is valid and 8-aligned (so 4-aligned) for 8 bytes for the lifetime of
+    // `word`; AtomicU32 has the layout of u32 and is interior-mutable like AtomicU64, so
+    // viewing the first half of the word as one is sound as long as the word is not also used
+    // as a 64-bit atomic, which the callers guarantee (see `layout`).
+    unsafe { &*word.as_ptr().cast::<AtomicU32>() }
+}
+
+/// The segment part of a rank's object, as storage for an [`rgasnet_portals::Region`].
+pub(crate) struct SegmentMemory {
+    pub(crate) mapping: Arc<Mapping>,
+    /// First word of the segment in the mapping.
+    pub(crate) first: usize,
+    /// Words of the segment.
+    pub(crate) words: usize,
+}
+
+impl rgasnet_portals::memory::Memory for SegmentMemory {
+    fn words(&self) -> &[AtomicU64] {
+        // `first + words` was checked against the mapping when this was built (node.rs), so
+        // the slice is always the same and in bounds; `get` keeps this panic-free regardless.
+        self.mapping
+            .words()
+            .get(self.first..self.first + self.words)
+            .unwrap_or(&[])
+    }
+}
+
+/// Fails with [`SetupError::NoSpace`] unless [`SHM_DIR`] has at least `needed` free bytes for
+/// `object`. Call it before creating anything: an object larger than the free space would be
+/// created fine and crash its users with `SIGBUS` when they touch the missing pages.
+pub fn check_space(object: &str, needed: u64) -> Result<(), SetupError> {
+    check_space_in(SHM_DIR, object, needed)
+}
+
+pub(crate) fn check_space_in(dir: &str, object: &str, needed: u64) -> Result<(), SetupError> {
+    let st = nix::sys::statvfs::statvfs(dir).map_err(|e| SetupError::os("statvfs", dir, e))?;
+    // `fsblkcnt_t` and `c_ulong` are u32 on some targets; the conversions are not useless there.
+    #[allow(clippy::useless_conversion)]
+    let available = u64::from(st.blocks_available()).saturating_mul(u64::from(st.fragment_size()));
+    if available < needed {
+        return Err(SetupError::NoSpace {
+            object: object.to_owned(),
+            path: dir.to_owned(),
+            needed,
+            available,
+        });
+    }
+    Ok(())
+}
+
+/// Unlinks `name`.
+pub(crate) fn unlink(name: &str) -> Result<(), SetupError> {
+    mman::shm_unlink(name).map_err(|e| SetupError::os("shm_unlink", name, e))
+}
+
+/// Unlinks every object of job `job_key` still in [`SHM_DIR`] and returns their names. Setup
+/// unlinks its objects as soon as all node peers have mapped them; only a rank killed in the
+/// middle of setup can leave one behind, which the launcher can remove with this afterwards.
+pub fn remove_job_objects(job_key: u64) -> Result<Vec<String>, SetupError> {
+    let prefix = job_prefix(job_key);
+    let dir = std::fs::read_dir(SHM_DIR).map_err(|source| SetupError::Os {
+        call: "read_dir",
+        object: SHM_DIR.into(),
+        source,
+    })?;
+    let mut removed = Vec::new();
+    for entry in dir.flatten() {
+        let file = entry.file_name();
+        let Some(file) = file.to_str() else { continue };
+        if file.starts_with(&prefix) {
+            let name = format!("/{file}");
+            match mman::shm_unlink(name.as_str()) {
+                // Another process may have unlinked it since the listing.
+                Ok(()) | Err(nix::errno::Errno::ENOENT) => removed.push(name),
+                Err(e) => return Err(SetupError::os("shm_unlink", &name, e)),
+            }
+        }
+    }
+    removed.sort();
+    Ok(removed)
+}
+
+/// Forks a child that runs `body` on `mapping`'s words and exits; returns its pid.
+///
+/// The child of a possibly multi-threaded parent may only do async-signal-safe things, so
+/// `body` must restrict itself to atomics and the raw system calls of `nix` (no allocation,
+/// no locks, no printing); it ends with `_exit`, never returning into the parent's code.
+pub(crate) fn fork_child(
+    mapping: &Mapping,
+    body: fn(&[AtomicU64]) -> i32,
+) -> Result<nix::unistd::Pid, SetupError> {
+    // SAFETY: in the child we only run `body`, whose contract (above) keeps it to
+    // async-signal-safe operations, and then `_exit`, which runs no destructors or atexit
+    // handlers of the parent's state.
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Parent { child }) => Ok(child),
+        Ok(nix::unistd::ForkResult::Child) => {
+            let code = body(mapping.words());
+            // SAFETY: `_exit` is async-signal-safe and never returns.
+            unsafe { libc::_exit(code) }
+        }
+        Err(e) => Err(SetupError::os("fork", "baseline partner", e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_job_unique_and_prefixed() {
+        assert_eq!(object_name(0xab, 7), "/rgasnet-00000000000000ab-7");
+        assert!(object_name(0xab, 7)[1..].starts_with(&job_prefix(0xab)));
+        assert_ne!(object_name(1, 0), object_name(2, 0));
+    }
+
+    #[test]
+    fn space_error_names_both_sizes() {
+        let e = check_space_in(SHM_DIR, "/x", u64::MAX).unwrap_err();
+        match &e {
+            SetupError::NoSpace {
+                needed, available, ..
+            } => {
+                assert_eq!(*needed, u64::MAX);
+                let text = e.to_string();
+                assert!(
+                    text.contains(&format!("{} bytes needed", u64::MAX)),
+                    "{text}"
+                );
+                assert!(
+                    text.contains(&format!("{available} bytes available")),
+                    "{text}"
+                );
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        check_space_in(SHM_DIR, "/x", 1).unwrap();
+        let e = check_space_in("/nonexistent-pshm-dir", "/x", 1).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("statvfs(/nonexistent-pshm-dir) failed"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn create_open_share_bytes_and_exclusive_create() {
+        let name = object_name(rand_key(), 0);
+        let a = Mapping::create(&name, 8192).unwrap();
+        let e = Mapping::create(&name, 8192).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with(&format!("shm_open({name}) failed")),
+            "{e}"
+        );
+        let b = Mapping::open(&name).unwrap();
+        unlink(&name).unwrap();
+        assert_eq!(b.len(), 8192);
+        a.words()[5].store(0x1234, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(
+            b.words()[5].load(std::sync::atomic::Ordering::Relaxed),
+            0x1234
+        );
+        as_u32(&a.words()[9]).store(77, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(
+            as_u32(&b.words()[9]).load(std::sync::atomic::Ordering::Relaxed),
+            77
+        );
+        let e = Mapping::open(&name).unwrap_err();
+        assert!(e.to_string().contains("No such file"), "{e}");
+    }
+
+    fn rand_key() -> u64 {
+        rand::random()
+    }
+}
