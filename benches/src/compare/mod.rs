@@ -1,0 +1,519 @@
+//! `rgasnet-bench compare`: runs the benchmark suite over every rgasnet path of this host
+//! (and an installed GASNet when pointed at one), repeats, and writes the medians with their
+//! min–max as a Markdown table, CSV, JSON and plots.
+//!
+//! A path is a way to run a job, set by the environment: `native` (the Portals engine over
+//! UDP loopback between two ranks, shared memory off), `loopback` (one rank, AMs to itself),
+//! `pshm` (two ranks with the shared-memory path on; until the conduit routes through PSHM it
+//! measures the same as `native`). Every job prints its own raw baselines, so each path's
+//! ratios are taken against figures measured in the same run.
+
+pub mod gasnet;
+pub mod plot;
+pub mod runner;
+pub mod summary;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::parse::parse_output;
+use runner::Job;
+use summary::Sample;
+
+/// Every benchmark the suite knows, in running order.
+pub const BENCHES: [&str; 4] = ["testam", "testsmall", "testlarge", "testbarrier"];
+
+/// The rgasnet paths a comparison can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PathKind {
+    /// Two ranks over the native Portals engine on UDP loopback, shared memory off.
+    Native,
+    /// One rank sending to itself.
+    Loopback,
+    /// Two ranks with the shared-memory path on.
+    Pshm,
+}
+
+impl PathKind {
+    /// The name used in tables and file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            PathKind::Native => "native",
+            PathKind::Loopback => "loopback",
+            PathKind::Pshm => "pshm",
+        }
+    }
+
+    /// Ranks of the job.
+    pub fn ranks(self) -> u32 {
+        match self {
+            PathKind::Loopback => 1,
+            _ => 2,
+        }
+    }
+
+    /// The environment that selects the path.
+    pub fn env(self) -> Vec<(String, String)> {
+        let kv = |k: &str, v: &str| (k.to_string(), v.to_string());
+        match self {
+            PathKind::Native => vec![kv("RGASNET_PSHM", "0"), kv("GASNET_SUPERNODE_MAXSIZE", "1")],
+            PathKind::Loopback => vec![],
+            PathKind::Pshm => vec![kv("RGASNET_PSHM", "1"), kv("GASNET_SUPERNODE_MAXSIZE", "0")],
+        }
+    }
+}
+
+/// Options of `rgasnet-bench compare`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// Paths to run, comma-separated.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "native,loopback"
+    )]
+    pub paths: Vec<PathKind>,
+    /// Benchmarks to run, comma-separated [default: every one of testam, testsmall,
+    /// testlarge, testbarrier whose binary is built].
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(BENCHES))]
+    pub benches: Option<Vec<String>>,
+    /// Runs of every (benchmark, path).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    pub repeats: u64,
+    /// Iterations per measurement, passed to every benchmark (and to GASNet's).
+    #[arg(short = 'i', long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    pub iters: u64,
+    /// Largest message size of the sweeps (K/M/G suffixes).
+    #[arg(long, default_value = "1M", value_parser = crate::opts::parse_size)]
+    pub max_size: usize,
+    /// Directory for the table, CSV, JSON, plots and logs.
+    #[arg(long, default_value = "bench-results")]
+    pub out: PathBuf,
+    /// An installed GASNet whose testam/testsmall/testlarge/testbarrier (udp, smp, ibv
+    /// builds) run as peers; missing or partial: reported and skipped.
+    #[arg(long, value_name = "DIR")]
+    pub gasnet: Option<PathBuf>,
+    /// Where `rgasnetrun` and the benchmark binaries are [default: next to this program].
+    #[arg(long, value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+    /// Longest one job may run (seconds) before it is stopped and reported.
+    #[arg(long, default_value_t = 120)]
+    pub timeout_secs: u64,
+    /// Extra arguments for rgasnet's benchmarks (one string, split at spaces).
+    #[arg(long, allow_hyphen_values = true, value_name = "ARGS")]
+    pub bench_args: Option<String>,
+    /// Skip the plots.
+    #[arg(long)]
+    pub no_plots: bool,
+}
+
+/// What stops a comparison from running at all (anything smaller is reported and skipped).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompareError {
+    /// The launcher is not where the binaries are.
+    #[error("rgasnetrun not found at {0} (build it: cargo build --release -p rgasnet-launcher, or pass --bin-dir)")]
+    NoLauncher(PathBuf),
+    /// None of the asked-for benchmarks is built.
+    #[error("no benchmark binary found in {dir} ({}); build them: cargo build --release -p rgasnet-bench", .skipped.join("; "))]
+    NoBenchmarks {
+        /// Where they were looked for.
+        dir: PathBuf,
+        /// Why each was skipped.
+        skipped: Vec<String>,
+    },
+    /// The output directory could not be written.
+    #[error("writing {path}: {source}")]
+    Write {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Cannot tell where this program is.
+    #[error("cannot locate this program's directory ({0}); pass --bin-dir")]
+    NoExeDir(String),
+}
+
+/// What a comparison produced.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The summarised rows.
+    pub rows: Vec<summary::Row>,
+    /// Everything skipped or failed, one message each.
+    pub skipped: Vec<String>,
+    /// Files written.
+    pub files: Vec<PathBuf>,
+    /// The Markdown report.
+    pub markdown: String,
+}
+
+struct Planned {
+    job: Job,
+    path: String,
+    bench: String,
+    run: usize,
+}
+
+fn write(path: &Path, text: &[u8]) -> Result<(), CompareError> {
+    std::fs::write(path, text).map_err(|source| CompareError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Runs the comparison; progress goes to standard error.
+pub fn compare(args: &CompareArgs) -> Result<Outcome, CompareError> {
+    let bin_dir = match &args.bin_dir {
+        Some(d) => d.clone(),
+        None => std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+            .ok_or_else(|| CompareError::NoExeDir("current_exe failed".into()))?,
+    };
+    let launcher = bin_dir.join("rgasnetrun");
+    if !launcher.is_file() {
+        return Err(CompareError::NoLauncher(launcher));
+    }
+    let mut skipped = Vec::new();
+    let wanted: Vec<String> = args
+        .benches
+        .clone()
+        .unwrap_or_else(|| BENCHES.iter().map(|s| s.to_string()).collect());
+    let mut benches = Vec::new();
+    for b in &wanted {
+        let p = bin_dir.join(b);
+        if p.is_file() {
+            benches.push((b.clone(), p));
+        } else {
+            skipped.push(format!("{b}: not built ({} missing): skipped", p.display()));
+        }
+    }
+    if benches.is_empty() {
+        return Err(CompareError::NoBenchmarks {
+            dir: bin_dir,
+            skipped,
+        });
+    }
+    let timeout = Duration::from_secs(args.timeout_secs);
+    let mut bench_args = vec![
+        "-i".to_string(),
+        args.iters.to_string(),
+        "--max-size".into(),
+        args.max_size.to_string(),
+    ];
+    if let Some(extra) = &args.bench_args {
+        bench_args.extend(extra.split_whitespace().map(String::from));
+    }
+    let peers = match &args.gasnet {
+        Some(dir) => {
+            let names: Vec<&str> = benches.iter().map(|(b, _)| b.as_str()).collect();
+            let (found, why) = gasnet::discover(dir, &names, gasnet::has_infiniband());
+            skipped.extend(why);
+            found
+        }
+        None => Vec::new(),
+    };
+    let mut plan = Vec::new();
+    // Repetitions outermost, so that a change in the machine's load over the session
+    // spreads over every path instead of biasing one.
+    for run in 0..args.repeats as usize {
+        for path in &args.paths {
+            for (bench, exe) in &benches {
+                let mut a = vec!["-n".to_string(), path.ranks().to_string(), "--".into()];
+                a.push(exe.display().to_string());
+                a.extend(bench_args.iter().cloned());
+                plan.push(Planned {
+                    job: Job {
+                        program: launcher.clone(),
+                        args: a,
+                        env: path.env(),
+                        timeout,
+                    },
+                    path: path.name().into(),
+                    bench: bench.clone(),
+                    run,
+                });
+            }
+        }
+        for p in &peers {
+            let (mut a, env) = p.launch(2);
+            a.extend(gasnet::bench_args(
+                &p.bench,
+                args.iters,
+                Some(args.max_size),
+            ));
+            plan.push(Planned {
+                job: Job {
+                    program: p.path.clone(),
+                    args: a,
+                    env,
+                    timeout,
+                },
+                path: p.path_name(),
+                bench: p.bench.clone(),
+                run,
+            });
+        }
+    }
+    let logs = args.out.join("logs");
+    std::fs::create_dir_all(&logs).map_err(|source| CompareError::Write {
+        path: logs.clone(),
+        source,
+    })?;
+    let mut samples = Vec::new();
+    let mut commands = Vec::new();
+    let total = plan.len();
+    let started = Instant::now();
+    for (i, p) in plan.iter().enumerate() {
+        eprint!(
+            "[{}/{total}] {} on {} (run {} of {}) ... ",
+            i + 1,
+            p.bench,
+            p.path,
+            p.run + 1,
+            args.repeats
+        );
+        if p.run == 0 {
+            commands.push(p.job.display());
+        }
+        let log = logs.join(format!("{}-{}-{}.txt", p.path, p.bench, p.run + 1));
+        let out = match runner::run(&p.job) {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("failed: {e}");
+                skipped.push(format!("{} on {} run {}: {e}", p.bench, p.path, p.run + 1));
+                continue;
+            }
+        };
+        let text = format!(
+            "$ {}\n--- stdout\n{}--- stderr\n{}--- exit {:?}{} after {:.1} s\n",
+            p.job.display(),
+            out.stdout,
+            out.stderr,
+            out.code,
+            if out.timed_out {
+                " (stopped at the deadline)"
+            } else {
+                ""
+            },
+            out.elapsed.as_secs_f64()
+        );
+        write(&log, text.as_bytes())?;
+        if !out.success() {
+            let why = if out.timed_out {
+                format!("did not finish within {}s", args.timeout_secs)
+            } else {
+                format!("exit status {:?}", out.code)
+            };
+            eprintln!("failed ({why}); see {}", log.display());
+            skipped.push(format!(
+                "{} on {} run {}: {why} (log: {})",
+                p.bench,
+                p.path,
+                p.run + 1,
+                log.display()
+            ));
+            continue;
+        }
+        match parse_output(&out.stdout) {
+            Ok(records) => {
+                eprintln!(
+                    "{} figures in {:.1} s",
+                    records.len(),
+                    out.elapsed.as_secs_f64()
+                );
+                samples.extend(records.into_iter().map(|record| Sample {
+                    path: p.path.clone(),
+                    bench: p.bench.clone(),
+                    run: p.run,
+                    record,
+                }));
+            }
+            Err(e) => {
+                eprintln!("unreadable output: {e}");
+                skipped.push(format!("{} on {} run {}: {e}", p.bench, p.path, p.run + 1));
+            }
+        }
+    }
+    eprintln!("all runs done in {:.1} s", started.elapsed().as_secs_f64());
+    finish(args, samples, skipped, &commands)
+}
+
+/// Aggregates, writes the files and builds the Markdown report.
+fn finish(
+    args: &CompareArgs,
+    samples: Vec<Sample>,
+    mut skipped: Vec<String>,
+    commands: &[String],
+) -> Result<Outcome, CompareError> {
+    let rows = summary::aggregate(&samples);
+    let mut files = Vec::new();
+    if !args.no_plots {
+        for (chart, stem) in [
+            (plot::latency_chart(&rows), "latency"),
+            (plot::bandwidth_chart(&rows), "bandwidth"),
+        ] {
+            match plot::write_chart(&chart, &args.out.join(stem)) {
+                Ok(f) => files.extend(f),
+                Err(e) => skipped.push(format!("plot {stem}: {e}")),
+            }
+        }
+    }
+    let machine = machine_description();
+    let date = utc_date(SystemTime::now());
+    let table = summary::markdown_table(&rows);
+    let mut md = format!(
+        "# rgasnet benchmark comparison\n\nDate (UTC): {date}  \nMachine: {machine}  \n\
+         Runs: {} per benchmark and path; figures are medians with min–max over the runs.\n\n\
+         Reproduce: `rgasnet-bench compare --repeats {} -i {} --max-size {}`\n\n",
+        args.repeats, args.repeats, args.iters, args.max_size
+    );
+    md.push_str(&table);
+    if !skipped.is_empty() {
+        md.push_str("\n## Skipped or failed\n\n");
+        for s in &skipped {
+            md.push_str(&format!("- {s}\n"));
+        }
+    }
+    md.push_str("\n## Commands (first run of each)\n\n");
+    for c in commands {
+        md.push_str(&format!("- `{c}`\n"));
+    }
+    let md_path = args.out.join("results.md");
+    write(&md_path, md.as_bytes())?;
+    let csv_path = args.out.join("results.csv");
+    write(&csv_path, summary::csv(&rows).as_bytes())?;
+    let json_path = args.out.join("results.json");
+    let meta = [
+        ("date_utc", date),
+        ("machine", machine),
+        ("repeats", args.repeats.to_string()),
+        ("iters", args.iters.to_string()),
+        ("max_size", args.max_size.to_string()),
+    ];
+    write(&json_path, summary::json(&rows, &meta, &skipped).as_bytes())?;
+    files.splice(0..0, [md_path, csv_path, json_path]);
+    Ok(Outcome {
+        rows,
+        skipped,
+        files,
+        markdown: md,
+    })
+}
+
+fn read_trim(p: &str) -> Option<String> {
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// CPU model, core count, kernel and host name, from /proc.
+pub fn machine_description() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
+        t.lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    });
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!(
+        "{} ({cores} cores), Linux {}, host {}",
+        cpu.unwrap_or_else(|| "unknown CPU".into()),
+        read_trim("/proc/sys/kernel/osrelease").unwrap_or_else(|| "?".into()),
+        read_trim("/proc/sys/kernel/hostname").unwrap_or_else(|| "?".into()),
+    )
+}
+
+/// `YYYY-MM-DD HH:MM` in UTC.
+pub fn utc_date(t: SystemTime) -> String {
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let days = (secs / 86_400) as i64;
+    let (h, m) = ((secs % 86_400) / 3600, (secs % 3600) / 60);
+    // Civil date from days since 1970-01-01 (proleptic Gregorian, eras of 400 years).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    format!("{y:04}-{mo:02}-{d:02} {h:02}:{m:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: CompareArgs,
+    }
+
+    #[test]
+    fn dates() {
+        let at = |s| utc_date(SystemTime::UNIX_EPOCH + Duration::from_secs(s));
+        assert_eq!(at(0), "1970-01-01 00:00");
+        assert_eq!(at(951_782_400), "2000-02-29 00:00");
+        assert_eq!(at(1_700_000_000), "2023-11-14 22:13");
+    }
+
+    #[test]
+    fn options() {
+        let t = T::try_parse_from(["x"]).unwrap();
+        assert_eq!(t.a.paths, vec![PathKind::Native, PathKind::Loopback]);
+        assert_eq!(t.a.repeats, 3);
+        assert_eq!(t.a.max_size, 1 << 20);
+        let t = T::try_parse_from([
+            "x",
+            "--paths",
+            "pshm",
+            "--benches",
+            "testam,testbarrier",
+            "--bench-args",
+            "--no-baseline",
+        ])
+        .unwrap();
+        assert_eq!(t.a.paths, vec![PathKind::Pshm]);
+        assert_eq!(
+            t.a.benches,
+            Some(vec!["testam".to_string(), "testbarrier".to_string()])
+        );
+        assert!(T::try_parse_from(["x", "--benches", "testfoo"]).is_err());
+        assert!(T::try_parse_from(["x", "--paths", "infiniband"]).is_err());
+        assert!(T::try_parse_from(["x", "--repeats", "0"]).is_err());
+        assert_eq!(
+            PathKind::Native.env()[0],
+            ("RGASNET_PSHM".to_string(), "0".to_string())
+        );
+        assert_eq!(PathKind::Loopback.ranks(), 1);
+    }
+
+    #[test]
+    fn missing_launcher_and_gasnet_dir() {
+        let dir = std::env::temp_dir().join(format!("rgasnet-cmp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut a = T::try_parse_from(["x"]).unwrap().a;
+        a.bin_dir = Some(dir.clone());
+        a.out = dir.join("out");
+        assert!(matches!(compare(&a), Err(CompareError::NoLauncher(_))));
+        // A launcher but no benchmark binary.
+        std::fs::write(dir.join("rgasnetrun"), "").unwrap();
+        match compare(&a) {
+            Err(CompareError::NoBenchmarks { skipped, .. }) => {
+                assert_eq!(skipped.len(), 4);
+                assert!(skipped[0].starts_with("testam: not built"));
+            }
+            other => panic!("{other:?}"),
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

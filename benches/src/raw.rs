@@ -1,0 +1,333 @@
+//! Raw baselines of this machine, measured in the same run as the benchmark: plain UDP between
+//! the job's ranks 0 and 1 (ping-pong of 8 and 65,000 bytes, a stream of 1 MiB messages in
+//! datagrams of the engine's size) and memcpy bandwidth.
+//!
+//! The two ranks bind a socket each, exchange addresses through the bootstrap allgather, and
+//! run the client/server halves of `rgasnet_portals::baseline` — the same socket code and
+//! waiting strategy as the engine, so the ratio measures the engine and the conduit, nothing
+//! else. Ranks above 1 take part in the collectives only.
+
+use std::time::{Duration, Instant};
+
+use rgasnet::Client;
+use rgasnet_launcher::{Bootstrap, BootstrapError};
+use rgasnet_portals::baseline::{self, BaselineError, StreamParams};
+use rgasnet_portals::transport::TransportConfig;
+use rgasnet_portals::udp::{UdpConfig, UdpEndpoint, UdpError};
+use rgasnet_portals::PhysId;
+
+use crate::record::Record;
+use crate::stats::median_duration;
+
+/// Sizes of the raw ping-pongs: the AM Short reference and the maximal Medium.
+pub const PINGPONG_SIZES: [usize; 2] = [8, 65_000];
+/// Message size of the raw stream.
+pub const STREAM_MSG: usize = 1 << 20;
+
+/// A raw baseline that could not be measured.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RawError {
+    /// Binding the socket failed.
+    #[error("raw baseline: socket: {0}")]
+    Socket(#[from] UdpError),
+    /// The address exchange or the closing barrier failed.
+    #[error("raw baseline: bootstrap: {0}")]
+    Bootstrap(#[from] BootstrapError),
+    /// A peer published something that is not an address.
+    #[error("raw baseline: rank {rank} published {len} bytes, not an 8-byte address")]
+    BadAddress {
+        /// The rank.
+        rank: usize,
+        /// Bytes it published.
+        len: usize,
+    },
+    /// The measurement itself failed (a lost datagram shows up as a timeout).
+    #[error("raw baseline: {0}")]
+    Measure(#[from] BaselineError),
+}
+
+/// What rank 0 measured (other ranks get an empty set).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RawFigures {
+    /// Median round trip per ping-pong size, in [`PINGPONG_SIZES`] order.
+    pub udp_rtt: Vec<(usize, Duration)>,
+    /// Stream bandwidth, bytes per second.
+    pub udp_stream_bps: Option<f64>,
+}
+
+impl RawFigures {
+    /// The median round trip of `size`-byte datagrams, if measured.
+    pub fn rtt(&self, size: usize) -> Option<Duration> {
+        self.udp_rtt
+            .iter()
+            .find(|(s, _)| *s == size)
+            .map(|(_, d)| *d)
+    }
+
+    /// The records to print (`raw: udp pingpong 8 byte rtt X us`, ...).
+    pub fn records(&self) -> Vec<Record> {
+        let mut v: Vec<Record> = self
+            .udp_rtt
+            .iter()
+            .map(|(s, d)| Record::raw_rtt("udp pingpong rtt", Some(*s as u64), *d))
+            .collect();
+        if let Some(bw) = self.udp_stream_bps {
+            v.push(Record::raw_bandwidth("udp stream", STREAM_MSG as u64, bw));
+        }
+        v
+    }
+}
+
+/// How much to measure.
+#[derive(Debug, Clone, Copy)]
+pub struct RawParams {
+    /// Timed round trips per ping-pong size (a tenth more are run first as warm-up).
+    pub iters: usize,
+    /// 1 MiB messages in the stream.
+    pub stream_count: usize,
+    /// Longest wait for any one datagram.
+    pub timeout: Duration,
+}
+
+/// Collective over the job: measures the raw UDP baselines between ranks 0 and 1. Every rank
+/// must call it at the same point; rank 0 gets the figures. A job of one rank measures
+/// nothing.
+pub fn udp_baselines(client: &Client, p: &RawParams) -> Result<RawFigures, RawError> {
+    let boot = client.bootstrap();
+    let ep = UdpEndpoint::bind(&UdpConfig::from_env()?)?;
+    let peers = exchange(boot, ep.local_id())?;
+    let rank = boot.rank();
+    let result = if peers.len() < 2 || rank > 1 {
+        Ok(RawFigures::default())
+    } else if rank == 0 {
+        client_half(&ep, peers[1], p)
+    } else {
+        server_half(&ep, p).map(|()| RawFigures::default())
+    };
+    // Whatever happened, meet again so that the ranks leave together; a failure on either
+    // side then surfaces on that side only.
+    boot.barrier()?;
+    result
+}
+
+fn exchange(boot: &Bootstrap, me: PhysId) -> Result<Vec<PhysId>, RawError> {
+    let mut blob = [0u8; 8];
+    blob[..4].copy_from_slice(&me.nid.to_le_bytes());
+    blob[4..].copy_from_slice(&me.pid.to_le_bytes());
+    let all = boot.allgather(&blob)?;
+    all.iter()
+        .enumerate()
+        .map(|(rank, b)| match <[u8; 8]>::try_from(b.as_slice()) {
+            Ok(a) => Ok(PhysId {
+                nid: u32::from_le_bytes([a[0], a[1], a[2], a[3]]),
+                pid: u32::from_le_bytes([a[4], a[5], a[6], a[7]]),
+            }),
+            Err(_) => Err(RawError::BadAddress { rank, len: b.len() }),
+        })
+        .collect()
+}
+
+/// The engine's datagram size, so that the stream moves data in the same units as rgasnet.
+fn datagram_size() -> usize {
+    TransportConfig::default().max_datagram
+}
+
+fn stream_params(p: &RawParams) -> StreamParams {
+    let mut sp = StreamParams::new(STREAM_MSG, datagram_size(), p.stream_count);
+    sp.timeout = p.timeout;
+    sp
+}
+
+fn client_half(ep: &UdpEndpoint, server: PhysId, p: &RawParams) -> Result<RawFigures, RawError> {
+    let mut figs = RawFigures::default();
+    let warmup = p.iters / 10;
+    for size in PINGPONG_SIZES {
+        let rtts = baseline::pingpong_client(ep, server, size, warmup + p.iters, p.timeout)?;
+        let timed = rtts.get(warmup..).unwrap_or_default();
+        if let Some(m) = median_duration(timed) {
+            figs.udp_rtt.push((size, m));
+        }
+    }
+    let stamps = baseline::stream_sender(ep, server, &stream_params(p))?;
+    figs.udp_stream_bps = stream_rate(&stamps);
+    Ok(figs)
+}
+
+fn server_half(ep: &UdpEndpoint, p: &RawParams) -> Result<(), RawError> {
+    let warmup = p.iters / 10;
+    for size in PINGPONG_SIZES {
+        baseline::pingpong_server(ep, size, warmup + p.iters, p.timeout)?;
+    }
+    baseline::stream_receiver(ep, &stream_params(p))?;
+    Ok(())
+}
+
+/// Bytes per second from the first acknowledged message to the last (the first interval
+/// includes filling the pipe, so it is the start mark, not a sample).
+fn stream_rate(stamps: &[Instant]) -> Option<f64> {
+    let (first, last) = (stamps.first()?, stamps.last()?);
+    let span = last.duration_since(*first).as_secs_f64();
+    (span > 0.0).then(|| (stamps.len() - 1) as f64 * STREAM_MSG as f64 / span)
+}
+
+/// The raw UDP baselines as every benchmark binary runs them: measured between ranks 0 and 1
+/// with the sizes of `opts` and printed through `out` (rank 0). A failure is printed on
+/// standard error and leaves the figures empty: the benchmark's own figures are still worth
+/// having, and the missing baseline shows as `not measured` in the target lines.
+pub fn measure_and_print(
+    client: &Client,
+    opts: &crate::opts::CommonOpts,
+    out: &mut crate::opts::Out,
+) -> RawFigures {
+    if opts.no_baseline {
+        return RawFigures::default();
+    }
+    let p = RawParams {
+        iters: opts.raw_iters as usize,
+        stream_count: opts.raw_stream_count as usize,
+        timeout: Duration::from_secs(5),
+    };
+    let figs = match udp_baselines(client, &p) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("rank {}: {e}", client.rank());
+            RawFigures::default()
+        }
+    };
+    for r in figs.records() {
+        out.record(&r);
+    }
+    figs
+}
+
+/// A `target:` line: `measured` against `reference` (same unit), met when the ratio is at
+/// most `max_ratio` (times) or, for bandwidths, at least `min_fraction`.
+pub fn target_line(
+    label: &str,
+    measured: f64,
+    reference: Option<(&str, f64)>,
+    goal: Goal,
+) -> String {
+    let Some((ref_label, r)) = reference.filter(|(_, r)| *r > 0.0) else {
+        return format!("target: {label}: no baseline measured in this run");
+    };
+    let ratio = measured / r;
+    let (met, goal_text) = match goal {
+        Goal::AtMost(x) => (ratio <= x, format!("<= {x}")),
+        Goal::AtLeast(x) => (ratio >= x, format!(">= {x}")),
+    };
+    format!(
+        "target: {label} {measured:.2} / {ref_label} {r:.2} = {ratio:.3} (target {goal_text}: {})",
+        if met { "met" } else { "missed" }
+    )
+}
+
+/// What a target asks of a ratio.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Goal {
+    /// The ratio must not exceed this (latencies).
+    AtMost(f64),
+    /// The ratio must reach this (bandwidths).
+    AtLeast(f64),
+}
+
+/// memcpy bandwidth of `size`-byte copies between two buffers of this process, bytes per
+/// second (median of `reps` timed copies after one warm-up copy).
+pub fn memcpy_bandwidth(size: usize, reps: usize) -> Option<f64> {
+    let src: Vec<u8> = (0..size).map(|i| i as u8).collect();
+    let mut dst = vec![0u8; size];
+    dst.copy_from_slice(&src);
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t = Instant::now();
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&mut dst);
+        times.push(t.elapsed());
+    }
+    let m = median_duration(&times)?;
+    (m > Duration::ZERO).then(|| size as f64 / m.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_of_figures() {
+        let f = RawFigures {
+            udp_rtt: vec![
+                (8, Duration::from_nanos(6410)),
+                (65_000, Duration::from_micros(13)),
+            ],
+            udp_stream_bps: Some(9267.0e6),
+        };
+        let lines: Vec<String> = f.records().iter().map(|r| r.gasnet_line()).collect();
+        assert_eq!(
+            lines,
+            vec![
+                "raw: udp pingpong 8 byte rtt 6.41 us",
+                "raw: udp pingpong 65000 byte rtt 13.00 us",
+                "raw: udp stream 1048576 byte 9267.0 MB/s",
+            ]
+        );
+        assert_eq!(f.rtt(8), Some(Duration::from_nanos(6410)));
+        assert_eq!(f.rtt(9), None);
+    }
+
+    #[test]
+    fn stream_rate_counts_intervals() {
+        let t0 = Instant::now();
+        let stamps = [
+            t0,
+            t0 + Duration::from_millis(1),
+            t0 + Duration::from_millis(2),
+        ];
+        let r = stream_rate(&stamps).unwrap();
+        assert!((r - 2.0 * STREAM_MSG as f64 / 0.002).abs() < 1.0);
+        assert_eq!(stream_rate(&[t0]), None);
+        assert_eq!(stream_rate(&[]), None);
+    }
+
+    #[test]
+    fn halves_talk_over_loopback() {
+        // Both halves in two threads of this process, as rank 0 and rank 1 would run them.
+        let p = RawParams {
+            iters: 20,
+            stream_count: 3,
+            timeout: Duration::from_secs(5),
+        };
+        let server = UdpEndpoint::bind(&UdpConfig::default()).unwrap();
+        let client = UdpEndpoint::bind(&UdpConfig::default()).unwrap();
+        let sid = server.local_id();
+        let h = std::thread::spawn(move || server_half(&server, &p));
+        let figs = client_half(&client, sid, &p).unwrap();
+        h.join().unwrap().unwrap();
+        assert_eq!(figs.udp_rtt.len(), 2);
+        assert_eq!(figs.udp_rtt[0].0, 8);
+        assert_eq!(figs.udp_rtt[1].0, 65_000);
+        assert!(figs.udp_stream_bps.is_some_and(|b| b > 0.0));
+    }
+
+    #[test]
+    fn target_lines() {
+        assert_eq!(
+            target_line("8 byte put latency us", 10.0, Some(("raw udp 8 byte rtt us", 8.0)), Goal::AtMost(1.25)),
+            "target: 8 byte put latency us 10.00 / raw udp 8 byte rtt us 8.00 = 1.250 (target <= 1.25: met)"
+        );
+        assert_eq!(
+            target_line("put_nbi 1 MiB MB/s", 700.0, Some(("raw udp stream MB/s", 1000.0)), Goal::AtLeast(0.8)),
+            "target: put_nbi 1 MiB MB/s 700.00 / raw udp stream MB/s 1000.00 = 0.700 (target >= 0.8: missed)"
+        );
+        assert_eq!(
+            target_line("x", 1.0, None, Goal::AtMost(1.0)),
+            "target: x: no baseline measured in this run"
+        );
+    }
+
+    #[test]
+    fn memcpy_reports_a_rate() {
+        assert!(memcpy_bandwidth(1 << 16, 5).is_some_and(|b| b > 0.0));
+        assert_eq!(memcpy_bandwidth(1024, 0), None);
+    }
+}
