@@ -306,6 +306,14 @@ impl Interface {
     }
 }
 
+// Applications share one interface between threads: keep both handles Send + Sync (a field
+// that is not would break this at compile time, not in a user's program).
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Interface>();
+    assert_send_sync::<Ni>();
+};
+
 struct WaiterGuard<'a>(&'a AtomicUsize);
 impl Drop for WaiterGuard<'_> {
     fn drop(&mut self) {
