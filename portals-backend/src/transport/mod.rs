@@ -15,12 +15,14 @@
 //! acknowledged one.
 //!
 //! **Ack policy.** Acks ride on DATA whenever there is DATA for that peer. A standalone ACK is
-//! written by `poll_transmit` when nothing can be sent to the peer and either a message was
-//! just completed, a gap or duplicate was seen, `ack_every` frames arrived unacknowledged, or
-//! `ack_delay` passed. Because the driver calls `poll_transmit` after each receive batch and
-//! after the layer above has answered, a request/response exchange costs one datagram each
-//! way, and a stream of large messages is acked once per message (or every `ack_every`
-//! frames), which keeps the sender's window open without an ack per datagram.
+//! written by `poll_transmit` when nothing can be sent to the peer and either a gap or
+//! duplicate was seen, `ack_every` frames arrived unacknowledged, or `ack_delay` passed. A
+//! completed message does not force an ack: a request's answer carries it, and the ack of an
+//! answer rides on the application's next request (a real driver transmits right after
+//! handling a datagram, before the application has had a chance to send, so acking at once
+//! would cost a datagram per round trip). So a request/response exchange costs one datagram
+//! each way, and a stream of large messages is acked every `ack_every` frames, which keeps
+//! the sender's window open without an ack per datagram.
 
 mod recv;
 mod rtt;
