@@ -34,6 +34,17 @@ pub trait Link: Send + Sync {
     fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(usize, PhysId)>>;
     /// Blocks until a datagram may be waiting or `timeout` passes (spurious returns allowed).
     fn wait_readable(&self, timeout: Duration) -> io::Result<()>;
+    /// Sends one datagram made of `head` followed by `tail`. The default joins them; a link
+    /// that can gather (UDP `sendmsg`) saves copying a large payload.
+    fn send_gather(&self, head: &[u8], tail: &[u8], to: PhysId) -> io::Result<()> {
+        if tail.is_empty() {
+            return self.send_to(head, to);
+        }
+        let mut joined = Vec::with_capacity(head.len() + tail.len());
+        joined.extend_from_slice(head);
+        joined.extend_from_slice(tail);
+        self.send_to(&joined, to)
+    }
 }
 
 impl Link for UdpEndpoint {
@@ -50,6 +61,9 @@ impl Link for UdpEndpoint {
         UdpEndpoint::wait_readable(self, Some(timeout))
             .map(|_| ())
             .map_err(io::Error::other)
+    }
+    fn send_gather(&self, head: &[u8], tail: &[u8], to: PhysId) -> io::Result<()> {
+        UdpEndpoint::send_gather(self, head, tail, to).map_err(io::Error::other)
     }
 }
 
@@ -157,16 +171,17 @@ impl Interface {
         r
     }
 
-    /// Sends every datagram the transport has ready.
+    /// Sends every datagram the transport has ready; a large fragment goes from its message
+    /// to the socket without a copy into `tx` (a gathering send).
     fn transmit(&self, st: &mut State, now: Instant) {
         let State { stack, tx, .. } = st;
-        while let Some(dest) = stack.poll_transmit(now, tx) {
-            self.send_datagram(tx, dest);
+        while let Some((dest, tail)) = stack.transport.poll_transmit_gather(now, tx) {
+            self.send_datagram(tx, tail, dest);
         }
     }
 
-    fn send_datagram(&self, datagram: &[u8], dest: PhysId) {
-        if let Err(e) = self.inner.link.send_to(datagram, dest) {
+    fn send_datagram(&self, head: &[u8], tail: &[u8], dest: PhysId) {
+        if let Err(e) = self.inner.link.send_gather(head, tail, dest) {
             // Socket buffer full for too long, unreachable port, ...: the transport's
             // retransmission and peer timeout decide what this means.
             tracing::debug!(%dest, error = %e, "send_to failed");
