@@ -188,17 +188,31 @@ impl Interface {
         }
     }
 
-    /// One round of progress: receive what is waiting, run timers, transmit. Returns whether
-    /// any datagram arrived.
-    ///
-    /// Latency matters more than batching here: each datagram is handed to the stack and
-    /// whatever it makes due (the engine's answer to a request, an ack every `ack_every`
-    /// frames) goes out before the next `recv`, and the round ends as soon as a message was
-    /// delivered, so that the waiter's condition is checked before another (usually empty)
-    /// `recv` system call. Without it, a round trip paid two extra system calls, and a stream
-    /// receiver sat on its acks for a whole batch while the sender's window was closed.
+    /// One round of progress: run timers, receive what is waiting (up to a batch), transmit.
+    /// Returns whether any datagram arrived.
     fn progress_locked(&self, st: &mut State) -> PtlResult<bool> {
         let mut received = false;
+        self.progress_until(st, &mut received, &mut |_| Ok(None::<()>))?;
+        Ok(received)
+    }
+
+    /// [`Interface::progress_locked`] that stops early, as soon as `until` holds after a
+    /// delivered message, and returns its value.
+    ///
+    /// Each datagram is handed to the stack and whatever it makes due (the engine's answer to
+    /// a request, an ack every `ack_every` frames) goes out before the next `recv`: answers
+    /// leave at once, and a stream receiver does not sit on its acks for a whole batch while
+    /// the sender's window is closed. A waiter's condition is checked after each delivered
+    /// message, so a round trip does not pay another (usually empty) `recv` system call
+    /// before its waiter sees the answer. Without a condition (non-blocking calls such as
+    /// `eq_get`), everything waiting is taken in, up to the batch, before the application
+    /// runs again — as a NIC would have deposited it meanwhile.
+    fn progress_until<T>(
+        &self,
+        st: &mut State,
+        received: &mut bool,
+        until: &mut impl FnMut(&mut Engine) -> PtlResult<Option<T>>,
+    ) -> PtlResult<Option<T>> {
         let now = Instant::now();
         if st.stack.poll_timeout().is_some_and(|t| t <= now) {
             st.stack.handle_timeout(now);
@@ -208,7 +222,7 @@ impl Interface {
             let Some((len, from)) = self.inner.link.recv(rx).map_err(io_err("progress"))? else {
                 break;
             };
-            received = true;
+            *received = true;
             let delivered = stack.transport.stats().messages_delivered;
             stack.handle_datagram(now, from, rx.get(..len).unwrap_or_default());
             let message = stack.transport.stats().messages_delivered != delivered;
@@ -217,12 +231,14 @@ impl Interface {
             }
             self.transmit(st, now);
             if message {
-                return Ok(true);
+                if let Some(v) = until(&mut st.stack.engine)? {
+                    return Ok(Some(v));
+                }
             }
         }
         st.stack.pump(now);
         self.transmit(st, now);
-        Ok(received)
+        until(&mut st.stack.engine)
     }
 
     /// Makes progress once without blocking.
@@ -250,8 +266,8 @@ impl Interface {
                 if let Some(v) = check(&mut st.stack.engine)? {
                     return Ok(Some(v));
                 }
-                self.progress_locked(&mut st)?;
-                if let Some(v) = check(&mut st.stack.engine)? {
+                let mut received = false;
+                if let Some(v) = self.progress_until(&mut st, &mut received, &mut check)? {
                     return Ok(Some(v));
                 }
                 next_timer = st.stack.poll_timeout();
