@@ -127,16 +127,25 @@ fn source_rank(ev: &Event) -> u32 {
 impl Inner {
     pub(crate) fn poll_internal(&self, call: &'static str) -> Result<usize, AmError> {
         let att = self.attached(call)?;
-        let mut ran = self.poll_shm(att);
+        let ran = self.poll_shm(att);
         if !self.net_peers {
             return Ok(ran);
         }
-        // One round of network progress, then drain what it produced.
-        self.am_ni
-            .interface()
-            .progress()
+        // One round of network progress, then drain what it produced. The acknowledgements it
+        // makes due are held back until the handlers have run, so that a reply and the
+        // acknowledgement of its request leave in one datagram.
+        let iface = self.am_ni.interface();
+        iface
+            .progress_holding()
             .map_err(|source| AmError::Portals { call, source })?;
+        let r = self.drain_network(call, att);
+        iface.flush();
+        Ok(ran + r?)
+    }
+
+    fn drain_network(&self, call: &'static str, att: &Attached) -> Result<usize, AmError> {
         self.process_send_events(call)?;
+        let mut ran = 0;
         for _ in 0..POLL_BATCH {
             let (work, more) = self.next_work(call, att)?;
             if let Work::Run(p) = work {

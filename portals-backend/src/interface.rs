@@ -192,7 +192,7 @@ impl Interface {
     /// Returns whether any datagram arrived.
     fn progress_locked(&self, st: &mut State) -> PtlResult<bool> {
         let mut received = false;
-        self.progress_until(st, &mut received, &mut |_| Ok(None::<()>))?;
+        self.progress_until(st, &mut received, true, &mut |_| Ok(None::<()>))?;
         Ok(received)
     }
 
@@ -207,10 +207,14 @@ impl Interface {
     /// before its waiter sees the answer. Without a condition (non-blocking calls such as
     /// `eq_get`), everything waiting is taken in, up to the batch, before the application
     /// runs again — as a NIC would have deposited it meanwhile.
+    ///
+    /// With `transmit` false, what the received messages make due stays queued in the
+    /// transport until the next call that transmits (see [`Interface::progress_holding`]).
     fn progress_until<T>(
         &self,
         st: &mut State,
         received: &mut bool,
+        transmit: bool,
         until: &mut impl FnMut(&mut Engine) -> PtlResult<Option<T>>,
     ) -> PtlResult<Option<T>> {
         let now = Instant::now();
@@ -229,7 +233,9 @@ impl Interface {
             if message {
                 stack.pump(now);
             }
-            self.transmit(st, now);
+            if transmit {
+                self.transmit(st, now);
+            }
             if message {
                 if let Some(v) = until(&mut st.stack.engine)? {
                     return Ok(Some(v));
@@ -237,7 +243,9 @@ impl Interface {
             }
         }
         st.stack.pump(now);
-        self.transmit(st, now);
+        if transmit {
+            self.transmit(st, now);
+        }
         until(&mut st.stack.engine)
     }
 
@@ -245,6 +253,26 @@ impl Interface {
     pub fn progress(&self) -> PtlResult<()> {
         let mut st = self.lock();
         self.progress_locked(&mut st).map(|_| ())
+    }
+
+    /// Takes in what is waiting (like [`Interface::progress`]) but holds back what that makes
+    /// due — the engine's acknowledgements, the transport's acks — until the next call that
+    /// transmits: an operation, a wait, or [`Interface::flush`]. A layer that answers what it
+    /// receives (an AM handler's reply) then sends the acknowledgement and its answer in one
+    /// datagram. The caller must flush before it stops calling in.
+    pub fn progress_holding(&self) -> PtlResult<()> {
+        let mut st = self.lock();
+        let mut received = false;
+        self.progress_until(&mut st, &mut received, false, &mut |_| Ok(None::<()>))
+            .map(|_| ())
+    }
+
+    /// Transmits everything queued (after [`Interface::progress_holding`]).
+    pub fn flush(&self) {
+        let mut st = self.lock();
+        let now = Instant::now();
+        st.stack.pump(now);
+        self.transmit(&mut st, now);
     }
 
     /// Makes progress until `check` returns `Some`, or `timeout` passes (`None` if it does).
@@ -267,7 +295,7 @@ impl Interface {
                     return Ok(Some(v));
                 }
                 let mut received = false;
-                if let Some(v) = self.progress_until(&mut st, &mut received, &mut check)? {
+                if let Some(v) = self.progress_until(&mut st, &mut received, true, &mut check)? {
                     return Ok(Some(v));
                 }
                 next_timer = st.stack.poll_timeout();
