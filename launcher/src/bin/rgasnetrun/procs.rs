@@ -31,6 +31,8 @@ pub(crate) enum Sink {
 #[derive(Default)]
 pub(crate) struct Hold {
     released: bool,
+    /// The stream reached its end (every line the process wrote is in `lines`).
+    closed: bool,
     lines: Vec<String>,
 }
 
@@ -47,9 +49,19 @@ impl Hold {
             write_line(sink, l.as_bytes());
         }
     }
-    /// The held lines, joined (for an error message).
+    /// The held lines, joined (for an error message). The process has exited when this is
+    /// asked, but the thread forwarding its output may still be reading the last lines: wait
+    /// (briefly, bounded) for the end of the stream so that the message quotes them.
     pub(crate) fn text(hold: &Mutex<Hold>) -> String {
-        lock(hold).lines.join(" / ")
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        loop {
+            let h = lock(hold);
+            if h.closed || std::time::Instant::now() >= deadline {
+                return h.lines.join(" / ");
+            }
+            drop(h);
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
     }
 }
 
@@ -110,6 +122,9 @@ impl Outputs {
                     }
                 }
                 write_line(sink, &buf);
+            }
+            if let Some(h) = &hold {
+                lock(h).closed = true;
             }
             let _ = done.send(());
         });
