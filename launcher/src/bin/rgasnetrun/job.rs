@@ -12,6 +12,11 @@ use rgasnet_launcher::proto::RankEnd;
 
 use crate::procs::{describe_end, exit_code_of};
 
+/// How long the rank reports of a cleanly ended ssh session may lag behind its exit.
+const SSH_REPORT_GRACE: Duration = Duration::from_secs(2);
+/// How long an unclean ssh end waits for the agent's own account of what went wrong.
+const SSH_REASON_GRACE: Duration = Duration::from_millis(500);
+
 /// Everything the supervisor reacts to.
 pub(crate) enum Event {
     /// A rank process ended.
@@ -118,11 +123,19 @@ impl Supervisor {
         let mut next_seq = 0u64;
         let mut candidate: Option<(String, i32, u64)> = None;
         let mut decide_at: Option<Instant> = None;
+        // ssh sessions that ended cleanly while some of their ranks' exits were not reported
+        // yet: the agent's reports travel on another connection and may arrive a moment after
+        // ssh's own exit, so the verdict waits for them (bounded).
+        let mut ssh_pending: Vec<(usize, Instant, RankEnd, String)> = Vec::new();
         loop {
             if left == 0 && fleet.all_gone() {
                 break;
             }
-            let deadline = [give_up_at, kill_at, decide_at].into_iter().flatten().min();
+            let ssh_deadline = ssh_pending.iter().map(|p| p.1).min();
+            let deadline = [give_up_at, kill_at, decide_at, ssh_deadline]
+                .into_iter()
+                .flatten()
+                .min();
             let ev = match deadline {
                 None => self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
                 Some(d) => self
@@ -133,6 +146,19 @@ impl Supervisor {
                 Ok(ev) => ev,
                 Err(RecvTimeoutError::Timeout) => {
                     let now = Instant::now();
+                    if let Some(i) = ssh_pending.iter().position(|p| p.1 <= now) {
+                        let (host, _, end, detail) = ssh_pending.remove(i);
+                        let lost = self.mark_lost(host, &mut exited, &mut left);
+                        if let (Some((msg, c)), None) =
+                            (self.ssh_failure(host, end, &detail, &lost), code)
+                        {
+                            eprintln!("rgasnetrun: {msg}");
+                            code = Some(c);
+                            fleet.terminate();
+                            kill_at = Some(Instant::now() + self.grace);
+                        }
+                        continue;
+                    }
                     if decide_at.is_some_and(|d| d <= now) {
                         decide_at = None;
                         if let (Some((msg, c, _)), None) = (candidate.take(), code) {
@@ -238,35 +264,27 @@ impl Supervisor {
                 }
                 Event::SshEnded { host, end, detail } => {
                     let name = self.host_names.get(host).cloned().unwrap_or_default();
-                    let mut lost = Vec::new();
-                    for (r, h) in self.rank_host.iter().enumerate() {
-                        if *h == host && !exited[r] {
-                            exited[r] = true;
-                            left -= 1;
-                            lost.push(r);
-                        }
-                    }
                     trace(self.verbose, || {
                         format!("ssh to {name} {}", describe_end(end))
                     });
-                    if !lost.is_empty() {
-                        let detail = if detail.is_empty() {
-                            String::new()
+                    let unreported = self
+                        .rank_host
+                        .iter()
+                        .enumerate()
+                        .any(|(r, h)| *h == host && !exited[r]);
+                    if unreported {
+                        // A clean end means the agent is reporting its ranks' exits; an
+                        // unclean one may still be followed by the agent's own reason (a rank
+                        // that could not start), which says more than ssh's exit code.
+                        let grace = if end == RankEnd::Code(0) {
+                            SSH_REPORT_GRACE
                         } else {
-                            format!(": {detail}")
+                            SSH_REASON_GRACE
                         };
-                        failure = Some((
-                            format!(
-                                "ssh to {name} {} before its ranks finished{detail}; check that \
-                                 `ssh {name}` works without a password prompt (BatchMode) and that \
-                                 rgasnetrun exists there (GASNET_SSH_REMOTE_PATH)",
-                                describe_end(end)
-                            ),
-                            match end {
-                                RankEnd::Code(0) => 1,
-                                e => exit_code_of(e),
-                            },
-                        ));
+                        ssh_pending.push((host, Instant::now() + grace, end, detail));
+                    } else {
+                        let lost = self.mark_lost(host, &mut exited, &mut left);
+                        failure = self.ssh_failure(host, end, &detail, &lost);
                     }
                 }
                 Event::StartupTimeout { missing } => {
@@ -292,6 +310,50 @@ impl Supervisor {
             }
         }
         code.unwrap_or(0)
+    }
+
+    /// Marks every rank of `host` not yet seen exiting as gone; returns them.
+    fn mark_lost(&self, host: usize, exited: &mut [bool], left: &mut usize) -> Vec<usize> {
+        let mut lost = Vec::new();
+        for (r, h) in self.rank_host.iter().enumerate() {
+            if *h == host && !exited[r] {
+                exited[r] = true;
+                *left -= 1;
+                lost.push(r);
+            }
+        }
+        lost
+    }
+
+    /// The failure an ended ssh session means when ranks of its host were `lost`.
+    fn ssh_failure(
+        &self,
+        host: usize,
+        end: RankEnd,
+        detail: &str,
+        lost: &[usize],
+    ) -> Option<(String, i32)> {
+        if lost.is_empty() {
+            return None;
+        }
+        let name = self.host_names.get(host).cloned().unwrap_or_default();
+        let detail = if detail.is_empty() {
+            String::new()
+        } else {
+            format!(": {detail}")
+        };
+        Some((
+            format!(
+                "ssh to {name} {} before its ranks finished{detail}; check that \
+                 `ssh {name}` works without a password prompt (BatchMode) and that \
+                 rgasnetrun exists there (GASNET_SSH_REMOTE_PATH)",
+                describe_end(end)
+            ),
+            match end {
+                RankEnd::Code(0) => 1,
+                e => exit_code_of(e),
+            },
+        ))
     }
 
     fn trace_report(&self, r: &Report) {
