@@ -4,9 +4,9 @@
 //!
 //! A path is a way to run a job, set by the environment: `native` (the Portals engine over
 //! UDP loopback between two ranks, shared memory off), `loopback` (one rank, AMs to itself),
-//! `pshm` (two ranks with the shared-memory path on; until the conduit routes through PSHM it
-//! measures the same as `native`). Every job prints its own raw baselines, so each path's
-//! ratios are taken against figures measured in the same run.
+//! `pshm` (two ranks on one supernode, through shared memory). Every job prints its own raw
+//! baselines (UDP always; the shared-memory flag ping-pong and memcpy on the PSHM path), so
+//! each path's ratios are taken against figures measured in the same run.
 
 pub mod gasnet;
 pub mod plot;
@@ -469,7 +469,10 @@ mod tests {
     #[test]
     fn options() {
         let t = T::try_parse_from(["x"]).unwrap();
-        assert_eq!(t.a.paths, vec![PathKind::Native, PathKind::Loopback]);
+        assert_eq!(
+            t.a.paths,
+            vec![PathKind::Native, PathKind::Pshm, PathKind::Loopback]
+        );
         assert_eq!(t.a.repeats, 3);
         assert_eq!(t.a.max_size, 1 << 20);
         let t = T::try_parse_from([
