@@ -71,7 +71,7 @@ pub struct CompareArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "native,loopback"
+        default_value = "native,pshm,loopback"
     )]
     pub paths: Vec<PathKind>,
     /// Benchmarks to run, comma-separated [default: every one of testam, testsmall,
