@@ -3,10 +3,10 @@
 //! datagrams of the engine's size), and in jobs on the shared-memory path the flag ping-pong
 //! through shared memory and memcpy bandwidth (`rgasnet_pshm::baseline`).
 //!
-//! The two ranks bind a socket each, exchange addresses through the bootstrap allgather, and
-//! run the client/server halves of `rgasnet_portals::baseline` — the same socket code and
-//! waiting strategy as the engine, so the ratio measures the engine and the conduit, nothing
-//! else. Ranks above 1 take part in the collectives only.
+//! The two ranks bind a socket each (the engine's `UdpEndpoint`, same buffers), exchange
+//! addresses through the bootstrap allgather, and run a busy-polling ping-pong (the AM layer
+//! polls without sleeping, so the reference must not sleep either) and the stream halves of
+//! `rgasnet_portals::baseline`. Ranks above 1 take part in the collectives only.
 
 use std::time::{Duration, Instant};
 
@@ -155,13 +155,87 @@ fn stream_params(p: &RawParams) -> StreamParams {
     sp
 }
 
+/// Receives one datagram of `size` bytes, busy-polling until `timeout`.
+fn spin_recv(
+    ep: &UdpEndpoint,
+    buf: &mut [u8],
+    size: usize,
+    timeout: Duration,
+    what: &'static str,
+) -> Result<PhysId, RawError> {
+    // A spin as long as the deadline: never block in the kernel (see `spin_pingpong_client`).
+    let got = ep.recv_wait(buf, Some(Instant::now() + timeout), timeout)?;
+    match got {
+        Some((n, from)) if n == size => Ok(from),
+        Some((n, from)) => Err(RawError::Measure(BaselineError::Unexpected {
+            what,
+            detail: format!("{n} bytes from {from}, expected {size}"),
+        })),
+        None => Err(RawError::Measure(BaselineError::Timeout {
+            what,
+            after: timeout,
+        })),
+    }
+}
+
+/// Ping-pong client that busy-polls its socket instead of blocking after a short spin (as
+/// `rgasnet_portals::baseline` does): the AM benchmarks poll without ever sleeping, so the
+/// raw reference must not include the kernel's wake-up latency either — on a loaded machine
+/// that latency alone is tens of microseconds. Returns each timed round trip (the first
+/// `warmup` are not returned).
+fn spin_pingpong_client(
+    ep: &UdpEndpoint,
+    server: PhysId,
+    size: usize,
+    warmup: usize,
+    iters: usize,
+    timeout: Duration,
+) -> Result<Vec<Duration>, RawError> {
+    let mut out = vec![0xA5u8; size];
+    let mut buf = vec![0u8; 65_536];
+    let mut rtts = Vec::with_capacity(iters);
+    for i in 0..warmup + iters {
+        if let Some(stamp) = out.get_mut(..8) {
+            stamp.copy_from_slice(&(i as u64).to_le_bytes());
+        }
+        let t = Instant::now();
+        ep.send_to(&out, server)?;
+        let from = spin_recv(ep, &mut buf, size, timeout, "raw pingpong client")?;
+        let rtt = t.elapsed();
+        if from != server || buf.get(..size) != Some(&out[..]) {
+            return Err(RawError::Measure(BaselineError::Unexpected {
+                what: "raw pingpong client",
+                detail: format!("round {i}: the answer from {from} does not echo the ping"),
+            }));
+        }
+        if i >= warmup {
+            rtts.push(rtt);
+        }
+    }
+    Ok(rtts)
+}
+
+/// The echoing half of [`spin_pingpong_client`].
+fn spin_pingpong_server(
+    ep: &UdpEndpoint,
+    size: usize,
+    count: usize,
+    timeout: Duration,
+) -> Result<(), RawError> {
+    let mut buf = vec![0u8; 65_536];
+    for _ in 0..count {
+        let from = spin_recv(ep, &mut buf, size, timeout, "raw pingpong server")?;
+        ep.send_to(&buf[..size], from)?;
+    }
+    Ok(())
+}
+
 fn client_half(ep: &UdpEndpoint, server: PhysId, p: &RawParams) -> Result<RawFigures, RawError> {
     let mut figs = RawFigures::default();
     let warmup = p.iters / 10;
     for size in PINGPONG_SIZES {
-        let rtts = baseline::pingpong_client(ep, server, size, warmup + p.iters, p.timeout)?;
-        let timed = rtts.get(warmup..).unwrap_or_default();
-        if let Some(m) = median_duration(timed) {
+        let rtts = spin_pingpong_client(ep, server, size, warmup, p.iters, p.timeout)?;
+        if let Some(m) = median_duration(&rtts) {
             figs.udp_rtt.push((size, m));
         }
     }
@@ -173,7 +247,7 @@ fn client_half(ep: &UdpEndpoint, server: PhysId, p: &RawParams) -> Result<RawFig
 fn server_half(ep: &UdpEndpoint, p: &RawParams) -> Result<(), RawError> {
     let warmup = p.iters / 10;
     for size in PINGPONG_SIZES {
-        baseline::pingpong_server(ep, size, warmup + p.iters, p.timeout)?;
+        spin_pingpong_server(ep, size, warmup + p.iters, p.timeout)?;
     }
     baseline::stream_receiver(ep, &stream_params(p))?;
     Ok(())
