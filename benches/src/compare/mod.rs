@@ -82,7 +82,7 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     pub repeats: u64,
     /// Iterations per measurement, passed to every benchmark (and to GASNet's).
-    #[arg(short = 'i', long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(short = 'i', long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
     pub iters: u64,
     /// Largest message size of the sweeps (K/M/G suffixes).
     #[arg(long, default_value = "1M", value_parser = crate::opts::parse_size)]
