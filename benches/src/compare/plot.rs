@@ -311,7 +311,14 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &Chart) -> Result<(
             .map_err(|x| e(&x))?;
     }
     for (i, (label, v)) in c.baselines.iter().enumerate() {
-        let color = Palette99::pick(c.series.len() + i).to_rgba();
+        // Dark, fixed colours: the palette's light ones vanish on white as dashes.
+        const DARK: [RGBColor; 4] = [
+            RGBColor(0, 0, 0),
+            RGBColor(90, 90, 90),
+            RGBColor(0, 0, 140),
+            RGBColor(140, 0, 0),
+        ];
+        let color = DARK[i % DARK.len()].to_rgba();
         chart
             .draw_series(DashedLineSeries::new(
                 vec![(x0, *v), (x1, *v)],
