@@ -286,3 +286,94 @@ fn bad_arguments_are_reported_not_run() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("rgasnetrun"));
 }
+
+#[test]
+fn compare_runs_rgasnet_and_a_gasnet_peer_and_reports_what_is_missing() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("rgasnet-compare-e2e-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let gasnet = dir.join("gasnet");
+    std::fs::create_dir_all(&gasnet).unwrap();
+    // A stand-in for GASNet's udp testam: insists on being launched the way GASNet launches
+    // udp jobs (GASNET_SPAWNFN=L, node count first, then iters and maxsz) and prints
+    // GASNet's line shapes.
+    let fake = gasnet.join("testam-udp");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\n\
+         [ \"$GASNET_SPAWNFN\" = L ] && [ \"$1\" = 2 ] && [ \"$2\" = 5 ] && [ \"$3\" = 8 ] || { echo \"bad launch: $*\" >&2; exit 1; }\n\
+         echo '   Msg Sz  Description                             Total time   Avg. time   Bandwidth'\n\
+         echo 'A:         AMShort     ping-pong roundtrip ReqRep:  0.000 sec   40.000 us'\n\
+         echo 'B:       8 AMMedium    ping-pong roundtrip ReqRep:  0.000 sec   50.000 us    0.001 MB/s'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    rgasnetrun();
+    let out = dir.join("out");
+    let bin_dir = PathBuf::from(env!("CARGO_BIN_EXE_testam"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let o = Command::new(env!("CARGO_BIN_EXE_rgasnet-bench"))
+        .args([
+            "compare",
+            "--paths",
+            "loopback",
+            "--benches",
+            "testam,testbarrier",
+            "--repeats",
+            "1",
+        ])
+        .args([
+            "-i",
+            "5",
+            "--max-size",
+            "8",
+            "--no-plots",
+            "--bench-args",
+            "--no-baseline",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg("--bin-dir")
+        .arg(&bin_dir)
+        .arg("--gasnet")
+        .arg(&gasnet)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    // Progress names every job.
+    assert!(
+        stderr.contains("[1/3] testam on loopback (run 1 of 1) ... "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("[3/3] testam on gasnet-udp (run 1 of 1) ... 2 figures"),
+        "{stderr}"
+    );
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(md.contains("| vs gasnet-udp |"), "{md}");
+    assert!(
+        md.contains(
+            "| AMShort ping-pong roundtrip ReqRep |  | gasnet-udp | 40.0 | 40.0–40.0 | us |"
+        ),
+        "{md}"
+    );
+    // The partial peer: testbarrier was asked for but GASNet's is missing.
+    assert!(
+        md.contains("- gasnet-udp: testbarrier not found in"),
+        "{md}"
+    );
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert!(
+        csv.contains("\ngasnet-udp,testam,am,AMMedium ping-pong roundtrip ReqRep,8,us,50,50,50,1,"),
+        "{csv}"
+    );
+    let json = std::fs::read_to_string(out.join("results.json")).unwrap();
+    assert!(
+        json.contains("\"skipped\": [\"gasnet-udp: testbarrier not found"),
+        "{json}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
