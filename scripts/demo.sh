@@ -10,5 +10,5 @@ echo "== rgasnet-demo: 2 ranks exchanging Medium, Short and Long active messages
 if [ -x "$bin/testam" ]; then
     echo
     echo "== testam (short run): AM round trips next to the raw UDP round trip"
-    "$bin/rgasnetrun" -n 2 -- "$bin/testam" --short
+    "$bin/rgasnetrun" -n 2 -- "$bin/testam" -i 300 --max-size 65536 --byte-budget 4M
 fi

@@ -75,6 +75,9 @@ pub(crate) struct Inner {
     pub(crate) peers: Vec<PhysId>,
     /// The ranks sharing memory with this one (this rank included; only itself without PSHM).
     pub(crate) supernode: Vec<u32>,
+    /// Whether any rank, this one included, is reached over the network (outside a shared
+    /// supernode). When none is, `poll` never touches the network layer.
+    pub(crate) net_peers: bool,
     pub(crate) attached: OnceLock<Attached>,
     pub(crate) stats: crate::stats::Counters,
 }
@@ -135,6 +138,8 @@ impl Client {
         am_ni.set_map(&peers)?;
         rma_ni.set_map(&peers)?;
         let supernode = supernode_of(&config, &boot)?;
+        // Shared memory covers a rank (itself included) only in a supernode of several.
+        let net_peers = supernode.len() <= 1 || supernode.len() < boot.size() as usize;
         Ok(Client {
             inner: Arc::new(Inner {
                 rank: boot.rank(),
@@ -144,6 +149,7 @@ impl Client {
                 am_ni,
                 rma_ni,
                 peers,
+                net_peers,
                 supernode,
                 attached: OnceLock::new(),
                 stats: Default::default(),

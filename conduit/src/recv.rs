@@ -127,8 +127,25 @@ fn source_rank(ev: &Event) -> u32 {
 impl Inner {
     pub(crate) fn poll_internal(&self, call: &'static str) -> Result<usize, AmError> {
         let att = self.attached(call)?;
+        let ran = self.poll_shm(att);
+        if !self.net_peers {
+            return Ok(ran);
+        }
+        // One round of network progress, then drain what it produced. The acknowledgements it
+        // makes due are held back until the handlers have run, so that a reply and the
+        // acknowledgement of its request leave in one datagram.
+        let iface = self.am_ni.interface();
+        iface
+            .progress_holding()
+            .map_err(|source| AmError::Portals { call, source })?;
+        let r = self.drain_network(call, att);
+        iface.flush();
+        Ok(ran + r?)
+    }
+
+    fn drain_network(&self, call: &'static str, att: &Attached) -> Result<usize, AmError> {
         self.process_send_events(call)?;
-        let mut ran = self.poll_shm(att);
+        let mut ran = 0;
         for _ in 0..POLL_BATCH {
             let (work, more) = self.next_work(call, att)?;
             if let Work::Run(p) = work {
@@ -146,7 +163,7 @@ impl Inner {
     fn next_work(&self, call: &'static str, att: &Attached) -> Result<(Work, bool), AmError> {
         let portals = |source| AmError::Portals { call, source };
         let mut rs = lock(&att.recv);
-        let ev = match self.am_ni.eq_get(att.am_eq).map_err(portals)? {
+        let ev = match self.am_ni.eq_take(att.am_eq).map_err(portals)? {
             EqGet::Event(ev) => ev,
             EqGet::Dropped(_) => self.fatal(
                 "incoming active messages were lost (AM event queue overflow); raise GASNET_AM_EVENT_QUEUE_LENGTH",

@@ -249,7 +249,9 @@ impl Inner {
         let op = loop {
             {
                 let mut s = lock(&att.send);
-                if s.long_data_inflight < MAX_LONG_DATA {
+                // A reply from inside a handler cannot wait (it may not poll): it may exceed
+                // the bound, which only limits memory, by the replies in progress.
+                if s.long_data_inflight < MAX_LONG_DATA || in_handler() {
                     s.long_data_inflight += 1;
                     let op = s.next_long_op;
                     s.next_long_op += 1;
@@ -436,7 +438,7 @@ impl Inner {
         loop {
             let got = self
                 .am_ni
-                .eq_get(att.send_eq)
+                .eq_take(att.send_eq)
                 .map_err(|source| AmError::Portals { call, source })?;
             let ev = match got {
                 EqGet::Empty => break,

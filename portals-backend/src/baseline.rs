@@ -494,8 +494,13 @@ pub fn transport_pingpong_rtt(size: usize, iters: usize) -> Result<Duration, Bas
         }
         rtts.push(t.elapsed());
     }
-    // Let the last pong's acknowledgement out so the server can finish.
-    let _ = client.flush();
+    // Let the last pong's acknowledgement out so the server can finish: it is not due at
+    // once (acks wait for data to ride on, up to `ack_delay`), so keep turning until the
+    // server has seen it, bounded.
+    let linger = Instant::now() + Duration::from_millis(500);
+    while result.is_ok() && !handle.is_finished() && Instant::now() < linger {
+        let _ = client.turn(linger).and_then(|()| client.flush());
+    }
     let server_result = handle
         .join()
         .map_err(|_| BaselineError::ThreadPanicked("transport pingpong server"))?;

@@ -34,6 +34,17 @@ pub trait Link: Send + Sync {
     fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(usize, PhysId)>>;
     /// Blocks until a datagram may be waiting or `timeout` passes (spurious returns allowed).
     fn wait_readable(&self, timeout: Duration) -> io::Result<()>;
+    /// Sends one datagram made of `head` followed by `tail`. The default joins them; a link
+    /// that can gather (UDP `sendmsg`) saves copying a large payload.
+    fn send_gather(&self, head: &[u8], tail: &[u8], to: PhysId) -> io::Result<()> {
+        if tail.is_empty() {
+            return self.send_to(head, to);
+        }
+        let mut joined = Vec::with_capacity(head.len() + tail.len());
+        joined.extend_from_slice(head);
+        joined.extend_from_slice(tail);
+        self.send_to(&joined, to)
+    }
 }
 
 impl Link for UdpEndpoint {
@@ -50,6 +61,9 @@ impl Link for UdpEndpoint {
         UdpEndpoint::wait_readable(self, Some(timeout))
             .map(|_| ())
             .map_err(io::Error::other)
+    }
+    fn send_gather(&self, head: &[u8], tail: &[u8], to: PhysId) -> io::Result<()> {
+        UdpEndpoint::send_gather(self, head, tail, to).map_err(io::Error::other)
     }
 }
 
@@ -157,60 +171,108 @@ impl Interface {
         r
     }
 
-    /// Sends every datagram the transport has ready.
+    /// Sends every datagram the transport has ready; a large fragment goes from its message
+    /// to the socket without a copy into `tx` (a gathering send).
     fn transmit(&self, st: &mut State, now: Instant) {
         let State { stack, tx, .. } = st;
-        while let Some(dest) = stack.poll_transmit(now, tx) {
-            self.send_datagram(tx, dest);
+        while let Some((dest, tail)) = stack.transport.poll_transmit_gather(now, tx) {
+            self.send_datagram(tx, tail, dest);
         }
     }
 
-    fn send_datagram(&self, datagram: &[u8], dest: PhysId) {
-        if let Err(e) = self.inner.link.send_to(datagram, dest) {
+    fn send_datagram(&self, head: &[u8], tail: &[u8], dest: PhysId) {
+        if let Err(e) = self.inner.link.send_gather(head, tail, dest) {
             // Socket buffer full for too long, unreachable port, ...: the transport's
             // retransmission and peer timeout decide what this means.
             tracing::debug!(%dest, error = %e, "send_to failed");
         }
     }
 
-    /// One round of progress: receive what is waiting, run timers, transmit. Returns whether
-    /// any datagram arrived.
+    /// One round of progress: run timers, receive what is waiting (up to a batch), transmit.
+    /// Returns whether any datagram arrived.
     fn progress_locked(&self, st: &mut State) -> PtlResult<bool> {
         let mut received = false;
+        self.progress_until(st, &mut received, true, &mut |_| Ok(None::<()>))?;
+        Ok(received)
+    }
+
+    /// [`Interface::progress_locked`] that stops early, as soon as `until` holds after a
+    /// delivered message, and returns its value.
+    ///
+    /// Each datagram is handed to the stack and whatever it makes due (the engine's answer to
+    /// a request, an ack every `ack_every` frames) goes out before the next `recv`: answers
+    /// leave at once, and a stream receiver does not sit on its acks for a whole batch while
+    /// the sender's window is closed. A waiter's condition is checked after each delivered
+    /// message, so a round trip does not pay another (usually empty) `recv` system call
+    /// before its waiter sees the answer. Without a condition (non-blocking calls such as
+    /// `eq_get`), everything waiting is taken in, up to the batch, before the application
+    /// runs again — as a NIC would have deposited it meanwhile.
+    ///
+    /// With `transmit` false, what the received messages make due stays queued in the
+    /// transport until the next call that transmits (see [`Interface::progress_holding`]).
+    fn progress_until<T>(
+        &self,
+        st: &mut State,
+        received: &mut bool,
+        transmit: bool,
+        until: &mut impl FnMut(&mut Engine) -> PtlResult<Option<T>>,
+    ) -> PtlResult<Option<T>> {
         let now = Instant::now();
-        loop {
-            let mut n = 0;
-            while n < RECV_BATCH {
-                let State { stack, rx, .. } = &mut *st;
-                match self.inner.link.recv(rx).map_err(io_err("progress"))? {
-                    Some((len, from)) => {
-                        stack.handle_datagram(now, from, &rx[..len]);
-                        n += 1;
-                    }
-                    None => break,
-                }
-            }
-            if n > 0 {
-                received = true;
-                st.stack.pump(now);
-                self.transmit(st, now);
-            }
-            if n < RECV_BATCH {
-                break;
-            }
-        }
         if st.stack.poll_timeout().is_some_and(|t| t <= now) {
             st.stack.handle_timeout(now);
         }
+        for _ in 0..RECV_BATCH {
+            let State { stack, rx, .. } = &mut *st;
+            let Some((len, from)) = self.inner.link.recv(rx).map_err(io_err("progress"))? else {
+                break;
+            };
+            *received = true;
+            let delivered = stack.transport.stats().messages_delivered;
+            stack.handle_datagram(now, from, rx.get(..len).unwrap_or_default());
+            let message = stack.transport.stats().messages_delivered != delivered;
+            if message {
+                stack.pump(now);
+            }
+            if transmit {
+                self.transmit(st, now);
+            }
+            if message {
+                if let Some(v) = until(&mut st.stack.engine)? {
+                    return Ok(Some(v));
+                }
+            }
+        }
         st.stack.pump(now);
-        self.transmit(st, now);
-        Ok(received)
+        if transmit {
+            self.transmit(st, now);
+        }
+        until(&mut st.stack.engine)
     }
 
     /// Makes progress once without blocking.
     pub fn progress(&self) -> PtlResult<()> {
         let mut st = self.lock();
         self.progress_locked(&mut st).map(|_| ())
+    }
+
+    /// Takes in what is waiting (like [`Interface::progress`]) but holds back what that makes
+    /// due — the engine's acknowledgements, the transport's acks — until the next call that
+    /// transmits: an operation, a wait, or [`Interface::flush`]. A layer that answers what it
+    /// receives (an AM handler's reply) then sends the acknowledgement and its answer in one
+    /// datagram. The caller must flush before it stops calling in.
+    pub fn progress_holding(&self) -> PtlResult<()> {
+        let mut st = self.lock();
+        let mut received = false;
+        self.progress_until(&mut st, &mut received, false, &mut |_| Ok(None::<()>))
+            .map(|_| ())
+    }
+
+    /// Transmits everything queued (after [`Interface::progress_holding`]).
+    pub fn flush(&self) {
+        let mut st = self.lock();
+        let now = Instant::now();
+        st.stack.pump(now);
+        self.transmit(&mut st, now);
     }
 
     /// Makes progress until `check` returns `Some`, or `timeout` passes (`None` if it does).
@@ -232,8 +294,8 @@ impl Interface {
                 if let Some(v) = check(&mut st.stack.engine)? {
                     return Ok(Some(v));
                 }
-                self.progress_locked(&mut st)?;
-                if let Some(v) = check(&mut st.stack.engine)? {
+                let mut received = false;
+                if let Some(v) = self.progress_until(&mut st, &mut received, true, &mut check)? {
                     return Ok(Some(v));
                 }
                 next_timer = st.stack.poll_timeout();
@@ -305,6 +367,14 @@ impl Interface {
         *self.lock().stack.engine.stats()
     }
 }
+
+// Applications share one interface between threads: keep both handles Send + Sync (a field
+// that is not would break this at compile time, not in a user's program).
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Interface>();
+    assert_send_sync::<Ni>();
+};
 
 struct WaiterGuard<'a>(&'a AtomicUsize);
 impl Drop for WaiterGuard<'_> {
@@ -407,6 +477,11 @@ impl Ni {
         }
         self.iface.progress_locked(&mut st)?;
         st.stack.engine.eq_get(eq)
+    }
+    /// Takes the next event without making progress first: for callers that drive progress
+    /// themselves ([`Interface::progress`] once, then drain several queues).
+    pub fn eq_take(&self, eq: EqHandle) -> PtlResult<EqGet> {
+        self.iface.lock().stack.engine.eq_get(eq)
     }
     /// Waits for the next event (`PtlEQWait`), or `EqEmpty` after `timeout`.
     pub fn eq_wait(&self, eq: EqHandle, timeout: Option<Duration>) -> PtlResult<EqGet> {

@@ -47,7 +47,25 @@ struct RegionInner {
 pub trait Memory: Send + Sync {
     /// The words. Must return the same slice (same address and length) on every call.
     fn words(&self) -> &[AtomicU64];
+
+    /// Optional bulk copy of `src` to byte `offset` (already checked to lie inside the
+    /// memory), for storage that can do better than the word loop; `false` means "not done,
+    /// use the word loop". Called only for copies of at least [`BULK_COPY_MIN`] bytes.
+    fn write_bytes(&self, offset: usize, src: &[u8]) -> bool {
+        let _ = (offset, src);
+        false
+    }
+
+    /// Optional bulk copy from byte `offset` into `dst`; see [`Memory::write_bytes`].
+    fn read_bytes(&self, offset: usize, dst: &mut [u8]) -> bool {
+        let _ = (offset, dst);
+        false
+    }
 }
+
+/// Copies shorter than this always use the atomic word loop; longer ones may use the storage's
+/// bulk copy ([`Memory::write_bytes`]).
+pub const BULK_COPY_MIN: usize = 4096;
 
 struct HeapMemory(Box<[AtomicU64]>);
 
@@ -149,6 +167,9 @@ impl Region {
     /// Copies `dst.len()` bytes starting at `offset` into `dst`.
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), OutOfBounds> {
         self.check(offset as u64, dst.len() as u64)?;
+        if dst.len() >= BULK_COPY_MIN && self.inner.memory.read_bytes(offset, dst) {
+            return Ok(());
+        }
         let words = self.inner.memory.words();
         let mut pos = offset;
         let mut out = 0;
@@ -158,13 +179,16 @@ impl Region {
             pos += 1;
             out += 1;
         }
-        // Whole words.
-        while dst.len() - out >= 8 {
-            let w = words[pos / 8].load(DATA);
-            dst[out..out + 8].copy_from_slice(&w.to_le_bytes());
-            pos += 8;
-            out += 8;
+        // Whole words, zipped so that the loop carries no bounds checks: this loop and the one
+        // in `write` are the engine's bulk copies in and out of memory (atomics cannot be
+        // copied with memcpy without `unsafe`), so they must run at a load+store per word.
+        let n = (dst.len() - out) / 8;
+        let (whole, _) = dst[out..].split_at_mut(n * 8);
+        for (d, w) in whole.chunks_exact_mut(8).zip(&words[pos / 8..pos / 8 + n]) {
+            d.copy_from_slice(&w.load(DATA).to_le_bytes());
         }
+        pos += n * 8;
+        out += n * 8;
         // Trailing partial word.
         if out < dst.len() {
             let w = words[pos / 8].load(DATA).to_le_bytes();
@@ -180,6 +204,9 @@ impl Region {
     /// preserved even under concurrent writes to them (merged with a compare-and-swap loop).
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), OutOfBounds> {
         self.check(offset as u64, src.len() as u64)?;
+        if src.len() >= BULK_COPY_MIN && self.inner.memory.write_bytes(offset, src) {
+            return Ok(());
+        }
         let words = self.inner.memory.words();
         let mut pos = offset;
         let mut inp = 0;
@@ -191,13 +218,15 @@ impl Region {
             pos += n;
             inp += n;
         }
-        while src.len() - inp >= 8 {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&src[inp..inp + 8]);
-            words[pos / 8].store(u64::from_le_bytes(b), DATA);
-            pos += 8;
-            inp += 8;
+        let n = (src.len() - inp) / 8;
+        let whole = &src[inp..inp + n * 8];
+        for (b, w) in whole.chunks_exact(8).zip(&words[pos / 8..pos / 8 + n]) {
+            let mut v = [0u8; 8];
+            v.copy_from_slice(b);
+            w.store(u64::from_le_bytes(v), DATA);
         }
+        pos += n * 8;
+        inp += n * 8;
         if inp < src.len() {
             merge_bytes(&words[pos / 8], 0, &src[inp..]);
         }
@@ -253,6 +282,48 @@ impl Region {
             src.read(src_offset + done, &mut buf[..n])?;
             self.write(offset + done, &buf[..n])?;
             done += n;
+        }
+        Ok(())
+    }
+
+    /// Appends `len` bytes starting at `offset` to `out`, without first zeroing room for them
+    /// (a message being built for a large put is filled this way, saving a memset pass).
+    pub fn append_to(
+        &self,
+        offset: usize,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), OutOfBounds> {
+        self.check(offset as u64, len as u64)?;
+        if len >= BULK_COPY_MIN {
+            let start = out.len();
+            out.resize(start + len, 0);
+            if self.inner.memory.read_bytes(offset, &mut out[start..]) {
+                return Ok(());
+            }
+            out.truncate(start);
+        }
+        out.reserve(len);
+        let words = self.inner.memory.words();
+        let (mut pos, end) = (offset, offset + len);
+        while pos < end && pos % 8 != 0 {
+            out.push(byte_of(words[pos / 8].load(DATA), pos % 8));
+            pos += 1;
+        }
+        // Whole words through a small stack buffer: the tight zipped loop of `read` fills it,
+        // and appending it is a memcpy from L1 (per-word appends check capacity every time).
+        let mut chunk = [0u8; 4096];
+        while end - pos >= 8 {
+            let n = ((end - pos) / 8).min(chunk.len() / 8);
+            for (d, w) in chunk.chunks_exact_mut(8).zip(&words[pos / 8..pos / 8 + n]) {
+                d.copy_from_slice(&w.load(DATA).to_le_bytes());
+            }
+            out.extend_from_slice(&chunk[..n * 8]);
+            pos += n * 8;
+        }
+        if pos < end {
+            let w = words[pos / 8].load(DATA).to_le_bytes();
+            out.extend_from_slice(&w[..end - pos]);
         }
         Ok(())
     }
@@ -354,5 +425,26 @@ mod tests {
         assert!(v[4993..].iter().all(|&b| b == 0));
         assert!(r.same_as(&c));
         assert!(!r.same_as(&Region::new(1)));
+    }
+
+    #[test]
+    fn append_to_matches_read_at_every_alignment() {
+        // Larger than the 4096-byte staging chunk, so the chunk loop runs several times.
+        let bytes: Vec<u8> = (0..9000u32).map(|i| (i * 7 + (i >> 8)) as u8).collect();
+        let r = Region::from_bytes(&bytes);
+        for off in [0, 1, 7, 8, 9, 4095, 4096, 4100] {
+            for len in [0, 1, 7, 8, 9, 4095, 4096, 4097, 8192 + 3] {
+                if off + len > bytes.len() {
+                    continue;
+                }
+                let mut out = vec![0xee];
+                r.append_to(off, len, &mut out).unwrap();
+                assert_eq!(out[0], 0xee, "existing bytes kept");
+                assert_eq!(&out[1..], &bytes[off..off + len], "off {off} len {len}");
+            }
+        }
+        let mut out = Vec::new();
+        assert!(r.append_to(8999, 2, &mut out).is_err());
+        assert!(out.is_empty(), "nothing appended on a refused range");
     }
 }

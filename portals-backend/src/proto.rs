@@ -357,15 +357,49 @@ fn check_request(h: &RequestHeader, operand_len: usize, data_len: u64) -> Result
     Ok(())
 }
 
-/// Encodes a request whose payload is written by `fill` straight into the message buffer (so
-/// a put copies its data out of the MD's region exactly once). `fill` receives exactly
-/// `data_len` bytes.
+/// Encodes a request whose payload is written by `fill` straight into the message buffer.
+/// `fill` receives exactly `data_len` (zeroed) bytes.
 pub fn encode_request_with(
     h: &RequestHeader,
     operand: &[u8],
     data_len: u64,
     fill: impl FnOnce(&mut [u8]) -> Result<(), OutOfBounds>,
 ) -> Result<Vec<u8>, ProtoError> {
+    let (mut out, total) = request_header(h, operand, data_len)?;
+    let start = out.len();
+    out.resize(total, 0);
+    fill(&mut out[start..])?;
+    Ok(out)
+}
+
+/// Encodes a request whose payload `append` adds to the end of the message buffer: exactly
+/// `data_len` bytes, or the call fails with [`ProtoError::LengthMismatch`]. This is how a put
+/// copies its data out of the MD's region exactly once, without zeroing the room first
+/// ([`crate::Region::append_to`]).
+pub fn encode_request_appending(
+    h: &RequestHeader,
+    operand: &[u8],
+    data_len: u64,
+    append: impl FnOnce(&mut Vec<u8>) -> Result<(), OutOfBounds>,
+) -> Result<Vec<u8>, ProtoError> {
+    let (mut out, total) = request_header(h, operand, data_len)?;
+    append(&mut out)?;
+    if out.len() != total {
+        return Err(ProtoError::LengthMismatch {
+            announced: data_len,
+            have: (out.len() - (total - data_len as usize)) as u64,
+        });
+    }
+    Ok(out)
+}
+
+/// A buffer with room for the whole request, holding its header and operand; and the total
+/// message length.
+fn request_header(
+    h: &RequestHeader,
+    operand: &[u8],
+    data_len: u64,
+) -> Result<(Vec<u8>, usize), ProtoError> {
     check_request(h, operand.len(), data_len)?;
     // check_request bounded data_len by MAX_PAYLOAD, so it fits a usize.
     let data_len = usize::try_from(data_len).map_err(|_| ProtoError::TooLarge(data_len))?;
@@ -395,10 +429,7 @@ pub fn encode_request_with(
         out.extend_from_slice(&v.to_le_bytes());
     }
     out.extend_from_slice(operand);
-    let start = out.len();
-    out.resize(total, 0);
-    fill(&mut out[start..])?;
-    Ok(out)
+    Ok((out, total))
 }
 
 /// Encodes a request whose payload is in a slice.

@@ -96,3 +96,26 @@ impl Stack {
         self.transport.poll_timeout()
     }
 }
+
+/// A stack on the simulated network: datagrams and timers go to the transport, and
+/// `after_input` pumps so that delivered requests are answered before the next transmit.
+impl crate::sim::SimNode for Stack {
+    fn id(&self) -> PhysId {
+        self.local
+    }
+    fn handle_datagram(&mut self, now: Instant, from: PhysId, bytes: &[u8]) {
+        Stack::handle_datagram(self, now, from, bytes);
+    }
+    fn after_input(&mut self, now: Instant) {
+        self.pump(now);
+    }
+    fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<PhysId> {
+        Stack::poll_transmit(self, now, out)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Stack::poll_timeout(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Stack::handle_timeout(self, now);
+    }
+}

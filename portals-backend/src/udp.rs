@@ -11,7 +11,7 @@
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags};
@@ -230,6 +230,48 @@ impl UdpEndpoint {
                         call: "sendto",
                         addr,
                         source,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Sends one datagram made of `head` followed by `tail` (`sendmsg` with two I/O vectors),
+    /// so that a large payload goes to the kernel without first being copied behind its
+    /// header. Waits out a full send buffer like [`UdpEndpoint::send_to`].
+    pub fn send_gather(&self, head: &[u8], tail: &[u8], dest: PhysId) -> Result<(), UdpError> {
+        if tail.is_empty() {
+            return self.send_to(head, dest);
+        }
+        let addr = dest.socket_addr().ok_or(UdpError::BadPeer(dest))?;
+        let sa = nix::sys::socket::SockaddrIn::from(addr);
+        let iov = [io::IoSlice::new(head), io::IoSlice::new(tail)];
+        let limit = Duration::from_secs(1);
+        let mut waited: Option<Instant> = None;
+        loop {
+            let r = nix::sys::socket::sendmsg(
+                self.sock.as_raw_fd(),
+                &iov,
+                &[],
+                nix::sys::socket::MsgFlags::empty(),
+                Some(&sa),
+            );
+            match r {
+                Ok(_) => return Ok(()),
+                Err(nix::Error::EINTR) => continue,
+                Err(nix::Error::EAGAIN) => {
+                    let since = *waited.get_or_insert_with(Instant::now);
+                    let spent = since.elapsed();
+                    if spent >= limit {
+                        return Err(UdpError::SendTimeout(addr, limit));
+                    }
+                    self.poll(PollFlags::POLLOUT, Some(limit - spent))?;
+                }
+                Err(e) => {
+                    return Err(UdpError::Socket {
+                        call: "sendmsg",
+                        addr,
+                        source: io::Error::from(e),
                     })
                 }
             }

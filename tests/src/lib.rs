@@ -136,3 +136,25 @@ pub fn paths(ranks: u32) -> Vec<(&'static str, &'static [(&'static str, &'static
     }
     v
 }
+
+/// Runs `program mode` on `ranks` ranks over every path of [`paths`], asserting that each job
+/// succeeds and that every rank printed `ok_line`.
+pub fn check_every_path(program: &Path, ranks: u32, mode: &str, ok_line: &str, timeout: Duration) {
+    for (path, env) in paths(ranks) {
+        let out = run_job(ranks, program, &[mode], env, timeout);
+        assert!(
+            out.status.success(),
+            "{mode} over {path} failed: {:?}\n{}\n{}",
+            out.status,
+            out.stdout,
+            out.stderr
+        );
+        assert_eq!(
+            out.stdout.matches(ok_line).count(),
+            ranks as usize,
+            "{mode} over {path}: every rank must report `{ok_line}`:\n{}\n{}",
+            out.stdout,
+            out.stderr
+        );
+    }
+}

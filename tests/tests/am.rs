@@ -23,22 +23,13 @@ fn job(ranks: u32, mode: &str, env: &[(&str, &str)]) -> rgasnet_tests::JobOutput
 /// Runs `mode` over every path that `ranks` ranks can form, asserting success and that each
 /// rank printed `ok_line`.
 fn every_path(ranks: u32, mode: &str, ok_line: &str) {
-    for (path, env) in rgasnet_tests::paths(ranks) {
-        let out = job(ranks, mode, env);
-        assert!(
-            out.status.success(),
-            "{mode} over {path} failed: {:?}\n{}\n{}",
-            out.status,
-            out.stdout,
-            out.stderr
-        );
-        assert_eq!(
-            out.stdout.matches(ok_line).count(),
-            ranks as usize,
-            "{mode} over {path}: {}",
-            out.stdout
-        );
-    }
+    rgasnet_tests::check_every_path(
+        Path::new(PROG),
+        ranks,
+        mode,
+        ok_line,
+        Duration::from_secs(180),
+    );
 }
 
 #[test]

@@ -12,29 +12,13 @@ const PROG: &str = env!("CARGO_BIN_EXE_ext_conformance");
 
 /// Runs `mode` on `ranks` ranks over every path and checks that every rank reported success.
 fn check(ranks: u32, mode: &str, ok_line: &str) {
-    for (path, env) in rgasnet_tests::paths(ranks) {
-        let out = run_job(
-            ranks,
-            Path::new(PROG),
-            &[mode],
-            env,
-            Duration::from_secs(240),
-        );
-        assert!(
-            out.status.success(),
-            "{mode} over {path} failed: {:?}\n{}\n{}",
-            out.status,
-            out.stdout,
-            out.stderr
-        );
-        assert_eq!(
-            out.stdout.matches(ok_line).count(),
-            ranks as usize,
-            "{mode} over {path}: every rank must report `{ok_line}`:\n{}\n{}",
-            out.stdout,
-            out.stderr
-        );
-    }
+    rgasnet_tests::check_every_path(
+        Path::new(PROG),
+        ranks,
+        mode,
+        ok_line,
+        Duration::from_secs(240),
+    );
 }
 
 #[test]

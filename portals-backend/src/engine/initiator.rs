@@ -312,8 +312,8 @@ impl Engine {
             Some((md, off)) => {
                 let m = self.mds.get(call, md)?;
                 let at = (m.offset + off) as usize;
-                proto::encode_request_with(&header, o.operand, o.length, |buf| {
-                    m.region.read(at, buf)
+                proto::encode_request_appending(&header, o.operand, o.length, |buf| {
+                    m.region.append_to(at, o.length as usize, buf)
                 })
             }
             None => proto::encode_request(&header, o.operand, &[]),

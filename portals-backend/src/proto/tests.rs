@@ -256,3 +256,24 @@ proptest! {
         prop_assert_eq!(decode(&bytes).unwrap(), Message::Response(Response { header: h, data: &data }));
     }
 }
+
+#[test]
+fn appending_encoder_equals_slice_encoder_and_checks_the_length() {
+    let h = put_header();
+    let region = crate::Region::from_bytes(&[0x11, 0xaa, 0xbb, 0xcc]);
+    let appended = encode_request_appending(&h, &[], 3, |out| region.append_to(1, 3, out));
+    assert_eq!(
+        appended.unwrap(),
+        encode_request(&h, &[], &[0xaa, 0xbb, 0xcc]).unwrap()
+    );
+    let short = encode_request_appending(&h, &[], 3, |out| region.append_to(1, 2, out));
+    assert_eq!(
+        short,
+        Err(ProtoError::LengthMismatch {
+            announced: 3,
+            have: 2
+        })
+    );
+    let out_of_bounds = encode_request_appending(&h, &[], 3, |out| region.append_to(2, 3, out));
+    assert!(matches!(out_of_bounds, Err(ProtoError::Source(_))));
+}

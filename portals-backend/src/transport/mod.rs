@@ -15,12 +15,14 @@
 //! acknowledged one.
 //!
 //! **Ack policy.** Acks ride on DATA whenever there is DATA for that peer. A standalone ACK is
-//! written by `poll_transmit` when nothing can be sent to the peer and either a message was
-//! just completed, a gap or duplicate was seen, `ack_every` frames arrived unacknowledged, or
-//! `ack_delay` passed. Because the driver calls `poll_transmit` after each receive batch and
-//! after the layer above has answered, a request/response exchange costs one datagram each
-//! way, and a stream of large messages is acked once per message (or every `ack_every`
-//! frames), which keeps the sender's window open without an ack per datagram.
+//! written by `poll_transmit` when nothing can be sent to the peer and either a gap or
+//! duplicate was seen, `ack_every` frames arrived unacknowledged, or `ack_delay` passed. A
+//! completed message does not force an ack: a request's answer carries it, and the ack of an
+//! answer rides on the application's next request (a real driver transmits right after
+//! handling a datagram, before the application has had a chance to send, so acking at once
+//! would cost a datagram per round trip). So a request/response exchange costs one datagram
+//! each way, and a stream of large messages is acked every `ack_every` frames, which keeps
+//! the sender's window open without an ack per datagram.
 
 mod recv;
 mod rtt;
@@ -588,6 +590,34 @@ impl Transport {
     /// Writes the next datagram to send into `out` (cleared first) and returns its
     /// destination, or `None` when nothing is to be sent now.
     pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> Option<PhysId> {
+        self.poll_transmit_inner(now, out, false)
+    }
+
+    /// Like [`Transport::poll_transmit`], for a driver that can send a datagram from two
+    /// pieces (`sendmsg` with two I/O vectors): the datagram is `out` followed by the returned
+    /// slice, which borrows a large fragment's payload straight from its queued message
+    /// instead of copying it into `out` (the slice is empty for datagrams without one).
+    pub fn poll_transmit_gather(
+        &mut self,
+        now: Instant,
+        out: &mut Vec<u8>,
+    ) -> Option<(PhysId, &[u8])> {
+        let to = self.poll_transmit_inner(now, out, true)?;
+        let Transport { peers, stats, .. } = self;
+        let tail = peers
+            .get_mut(&to)
+            .map(|p| p.send.take_tail())
+            .unwrap_or_default();
+        stats.bytes_out += tail.len() as u64;
+        Some((to, tail))
+    }
+
+    fn poll_transmit_inner(
+        &mut self,
+        now: Instant,
+        out: &mut Vec<u8>,
+        gather: bool,
+    ) -> Option<PhysId> {
         out.clear();
         if let Some(to) = self.resets.pop_front() {
             let dst_incarnation = self.peers.get(&to).map_or(0, |p| p.remote_inc);
@@ -634,7 +664,7 @@ impl Transport {
             }
             let (frames, retransmits) =
                 peer.send
-                    .write_frames(now, out, self.cfg.max_datagram, self.frag, window);
+                    .write_frames(now, out, self.cfg.max_datagram, self.frag, window, gather);
             if frames == 0 && !with_ack {
                 // Only stale retransmission entries were queued.
                 out.clear();

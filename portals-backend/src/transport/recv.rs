@@ -92,8 +92,11 @@ pub(crate) struct RecvState {
     pub(crate) ack_pending: bool,
     /// Ack-eliciting frames received since the last ack.
     unacked_frames: u32,
-    /// Something happened that the sender should hear about at once (gap, duplicate,
-    /// a completed message).
+    /// Something happened that the sender should hear about at once (a gap or a duplicate).
+    /// A completed message is not such a thing: the layer above usually answers it at once
+    /// (an engine request gets its response, which carries the ack), and a response needs no
+    /// ack before the application's next request carries one or `ack_delay` passes. Acking
+    /// every completed message at once cost a datagram per round trip.
     ack_now: bool,
     pub(crate) ack_deadline: Option<Instant>,
 }
@@ -263,7 +266,6 @@ impl RecvState {
                 if payload.len() == total_len {
                     payload.release(budget);
                     self.cum += 1;
-                    self.ack_now = true;
                     deliver(payload.into_vec());
                     return DataOutcome::Accepted;
                 }
@@ -304,7 +306,6 @@ impl RecvState {
                 if asm.buf.len() == asm.total {
                     if let Some(a) = self.assembly.take() {
                         budget.release(a.charge);
-                        self.ack_now = true;
                         deliver(a.buf);
                     }
                 }

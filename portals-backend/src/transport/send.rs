@@ -71,7 +71,14 @@ pub(crate) struct SendState {
     /// Last time the peer showed it is alive while we had data outstanding.
     pub(crate) last_progress: Instant,
     queued_bytes: usize,
+    /// Gathering send: the payload of the datagram's last DATA frame, left in its message
+    /// (index in `msgs`, start, length) for the driver to send after the datagram buffer.
+    tail: Option<(usize, usize, usize)>,
 }
+
+/// Smallest fragment worth a gathering send: below it, copying into the datagram is cheaper
+/// than a second I/O vector, and packing several small frames into one datagram matters more.
+const GATHER_MIN: usize = 4096;
 
 impl SendState {
     pub(crate) fn new(rtt: RttEstimator, now: Instant) -> Self {
@@ -91,6 +98,7 @@ impl SendState {
             rto_deadline: None,
             last_progress: now,
             queued_bytes: 0,
+            tail: None,
         }
     }
 
@@ -140,7 +148,8 @@ impl SendState {
 
     /// Appends DATA frames to `out` while they fit in `max_len` bytes: retransmissions first,
     /// then new fragments of at most `frag` bytes. Returns the number of frames written and
-    /// how many of them were retransmissions.
+    /// how many of them were retransmissions. With `gather`, a large fragment's payload is not
+    /// copied: its frame is the last, and [`SendState::take_tail`] names the payload.
     pub(crate) fn write_frames(
         &mut self,
         now: Instant,
@@ -148,7 +157,9 @@ impl SendState {
         max_len: usize,
         frag: usize,
         window: usize,
+        gather: bool,
     ) -> (usize, usize) {
+        self.tail = None;
         let mut frames = 0;
         let mut retransmits = 0;
         while let Some(&seq) = self.retx.front() {
@@ -170,7 +181,7 @@ impl SendState {
             }
             self.retx.pop_front();
             let (msg_id, offset, len) = (sent.msg_id, sent.offset, sent.len);
-            self.write_fragment(out, seq, msg_id, offset, len);
+            self.write_fragment(out, seq, msg_id, offset, len, gather);
             if let Some(sent) = self.inflight.get_mut(idx) {
                 sent.sent_at = now;
                 sent.retransmitted = true;
@@ -178,8 +189,11 @@ impl SendState {
             }
             frames += 1;
             retransmits += 1;
+            if self.tail.is_some() {
+                break;
+            }
         }
-        while self.has_new(window) {
+        while self.tail.is_none() && self.has_new(window) {
             let idx = self.cut_index();
             let Some(msg) = self.msgs.get(idx) else { break };
             let remaining = msg.data.len() - msg.cut;
@@ -190,7 +204,7 @@ impl SendState {
             let seq = self.next_seq;
             let offset = msg.cut as u32;
             let msg_id = self.cut_msg_id;
-            self.write_fragment(out, seq, msg_id, offset, len as u32);
+            self.write_fragment(out, seq, msg_id, offset, len as u32, gather);
             if let Some(msg) = self.msgs.get_mut(idx) {
                 msg.cut += len;
                 if msg.cut == msg.data.len() {
@@ -219,18 +233,44 @@ impl SendState {
         (frames, retransmits)
     }
 
-    fn write_fragment(&self, out: &mut Vec<u8>, seq: u64, msg_id: u64, offset: u32, len: u32) {
+    fn write_fragment(
+        &mut self,
+        out: &mut Vec<u8>,
+        seq: u64,
+        msg_id: u64,
+        offset: u32,
+        len: u32,
+        gather: bool,
+    ) {
         let idx = (msg_id - self.first_msg_id) as usize;
         let Some(msg) = self.msgs.get(idx) else {
             return;
         };
         let start = offset as usize;
+        let total = msg.data.len() as u32;
+        // Messages are limited to `max_message <= u32::MAX` at `send`.
+        if gather && len as usize >= GATHER_MIN && start + len as usize <= msg.data.len() {
+            wire::write_data_header(out, seq, total, offset, len);
+            self.tail = Some((idx, start, len as usize));
+            return;
+        }
         let bytes = msg
             .data
             .get(start..start + len as usize)
             .unwrap_or_default();
-        // Messages are limited to `max_message <= u32::MAX` at `send`.
-        wire::write_data(out, seq, msg.data.len() as u32, offset, bytes);
+        wire::write_data(out, seq, total, offset, bytes);
+    }
+
+    /// The payload the last `write_frames` left for a gathering send (empty if none).
+    pub(crate) fn take_tail(&mut self) -> &[u8] {
+        match self.tail.take() {
+            Some((idx, start, len)) => self
+                .msgs
+                .get(idx)
+                .and_then(|m| m.data.get(start..start + len))
+                .unwrap_or_default(),
+            None => &[],
+        }
     }
 
     fn index_of(&self, seq: u64) -> Option<usize> {

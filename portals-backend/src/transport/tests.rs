@@ -604,3 +604,37 @@ fn bogus_acks_are_ignored() {
         "the message is still unacknowledged"
     );
 }
+
+#[test]
+fn gathered_datagrams_deliver_the_same_messages() {
+    let c = cfg();
+    let t0 = Instant::now();
+    let mut a = Transport::new(c.clone(), id(1), 11, t0).unwrap();
+    let mut b = Transport::new(c.clone(), id(2), 22, t0).unwrap();
+    let big = payload(1, 0, 3 * c.fragment_size() + 5000);
+    let small = payload(1, 1, 10);
+    a.send(t0, id(2), big.clone()).unwrap();
+    a.send(t0, id(2), small.clone()).unwrap();
+    let (mut out, mut gathered, mut bytes) = (Vec::new(), 0, 0);
+    while let Some((to, tail)) = a.poll_transmit_gather(t0, &mut out) {
+        assert_eq!(to, id(2));
+        assert!(out.len() + tail.len() <= c.max_datagram);
+        gathered += usize::from(!tail.is_empty());
+        let mut datagram = out.clone();
+        datagram.extend_from_slice(tail);
+        bytes += datagram.len() as u64;
+        b.handle_datagram(t0, id(1), &datagram);
+    }
+    // Four fragments of the big message went out with their payload left in place.
+    assert_eq!(gathered, 4);
+    assert_eq!(a.stats().bytes_out, bytes);
+    let mut got = Vec::new();
+    while let Some(ev) = b.poll_event() {
+        match ev {
+            TransportEvent::Delivered { from, message } => got.push((from, message)),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(got, vec![(id(1), big), (id(1), small)]);
+    assert_eq!(b.stats().dropped_malformed, 0);
+}

@@ -418,13 +418,20 @@ pub fn write_header(out: &mut Vec<u8>, header: &Header) {
 /// Appends a DATA frame. The caller guarantees `offset + payload.len() <= total` (the
 /// transport fragments messages no larger than `u32::MAX`); the encoder does not re-check.
 pub fn write_data(out: &mut Vec<u8>, seq: u64, total: u32, offset: u32, payload: &[u8]) {
+    // Payloads are fragments of at most one datagram; the cast cannot truncate for them.
+    write_data_header(out, seq, total, offset, payload.len() as u32);
+    out.extend_from_slice(payload);
+}
+
+/// Appends the header of a DATA frame whose `len` payload bytes the caller sends right after
+/// it (a gathering send: the payload goes from the message to the socket without being copied
+/// into the datagram buffer). The frame must be the datagram's last.
+pub fn write_data_header(out: &mut Vec<u8>, seq: u64, total: u32, offset: u32, len: u32) {
     out.push(FRAME_DATA);
     out.extend_from_slice(&seq.to_le_bytes());
     out.extend_from_slice(&total.to_le_bytes());
     out.extend_from_slice(&offset.to_le_bytes());
-    // Payloads are fragments of at most one datagram; the cast cannot truncate for them.
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(payload);
+    out.extend_from_slice(&len.to_le_bytes());
 }
 
 /// Appends an ACK frame.

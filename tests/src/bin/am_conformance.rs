@@ -341,7 +341,7 @@ fn flood(c: &Client, st: &State, per_sender: usize) -> Result<(), String> {
         }
     } else {
         for seq in 0..per_sender {
-            c.am_request_medium(0, FLOOD, &[seq as u32], &pattern(me, 1000))
+            c.am_request_medium(0, FLOOD, &[seq as u32], &pattern(me, 8000))
                 .map_err(e)?;
         }
     }
@@ -568,7 +568,7 @@ fn main() -> ExitCode {
     }
     let r = match mode.as_str() {
         "basic" => basic(&c, &st),
-        "flood" => flood(&c, &st, 3000),
+        "flood" => flood(&c, &st, 1000),
         "reqrep-flood" => reqrep_flood(&c, &st, 20_000),
         "threads" => threads(&c, &st, 500),
         "errors" => errors(&c, &st),

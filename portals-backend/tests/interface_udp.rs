@@ -1,0 +1,669 @@
+//! The driver end to end on real UDP sockets on 127.0.0.1: several `Interface`s in this test
+//! process, each with its own socket. Every wait is bounded, so a bug fails instead of hanging.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed call is a failed test
+
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rgasnet_portals::engine::{
+    AtomicArgs, EqGet, EqHandle, FetchArgs, GetArgs, MdSpec, MeSpec, PutArgs, RemoteAddr,
+};
+use rgasnet_portals::interface::{Interface, InterfaceConfig, Ni};
+use rgasnet_portals::proto::{self, OpKind, RequestHeader};
+use rgasnet_portals::transport::TransportConfig;
+use rgasnet_portals::types::{
+    AckReq, Addressing, AtomicOp, AtomicType, Event, EventKind, ListKind, Matching, MdOptions,
+    MeOptions, NiFail, NiKind, PhysId, ProcessId, PtOptions, RANK_ANY,
+};
+use rgasnet_portals::udp::{UdpConfig, UdpEndpoint, UdpError, DEFAULT_SPIN};
+use rgasnet_portals::wire::{self, Header};
+use rgasnet_portals::Region;
+
+/// Bound on every wait: generous, since the machine is shared; a hang becomes a failure.
+const T: Duration = Duration::from_secs(30);
+const JOB: u64 = 0x7e57_0000_0000_0002;
+const UID: u32 = 77;
+const KIND: NiKind = NiKind {
+    matching: Matching::Matching,
+    addressing: Addressing::Physical,
+};
+const BITS: u64 = 0x00c0_ffee;
+
+fn config(peer_timeout: Duration) -> InterfaceConfig {
+    InterfaceConfig {
+        transport: TransportConfig {
+            job_key: JOB,
+            peer_timeout,
+            ..TransportConfig::default()
+        },
+        uid: UID,
+        spin: DEFAULT_SPIN,
+    }
+}
+
+fn open_with(udp: &UdpConfig, peer_timeout: Duration) -> Ni {
+    let ep = UdpEndpoint::bind(udp).unwrap();
+    let iface = Interface::new(config(peer_timeout), Box::new(ep)).unwrap();
+    iface.ni_init(KIND, None).unwrap()
+}
+
+fn open() -> Ni {
+    open_with(&UdpConfig::default(), Duration::from_secs(30))
+}
+
+/// Makes progress on an interface from a background thread until dropped (a target whose
+/// application is busy elsewhere still answers).
+struct Progress {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Progress {
+    fn start(iface: &Interface) -> Progress {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, i) = (stop.clone(), iface.clone());
+        let thread = std::thread::spawn(move || {
+            i.wait_for(None, |_| Ok(s.load(Ordering::Relaxed).then_some(())))
+                .unwrap();
+        });
+        Progress {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let r = t.join();
+            if !std::thread::panicking() {
+                r.expect("progress thread");
+            }
+        }
+    }
+}
+
+/// A target: an EQ, portal 0 with one ME over `region` for puts and gets matching `BITS`.
+fn target(ni: &Ni, region: &Region, options: MeOptions) -> EqHandle {
+    let eq = ni.eq_alloc(64).unwrap();
+    assert_eq!(ni.pt_alloc(PtOptions::empty(), Some(eq), 0).unwrap(), 0);
+    let spec = MeSpec {
+        region: region.clone(),
+        offset: 0,
+        length: region.len() as u64,
+        ct: None,
+        uid: UID,
+        options: options | MeOptions::EVENT_LINK_DISABLE,
+        match_id: ProcessId::ANY_PHYS,
+        match_bits: BITS,
+        ignore_bits: 0,
+        min_free: 0,
+    };
+    ni.me_append(0, spec, ListKind::Priority, 0x7a).unwrap();
+    eq
+}
+
+fn md(ni: &Ni, region: &Region, eq: Option<EqHandle>) -> rgasnet_portals::engine::MdHandle {
+    ni.md_bind(MdSpec {
+        region: region.clone(),
+        offset: 0,
+        length: region.len() as u64,
+        options: MdOptions::empty(),
+        eq,
+        ct: None,
+    })
+    .unwrap()
+}
+
+fn next(ni: &Ni, eq: EqHandle) -> Event {
+    match ni.eq_wait(eq, Some(T)).expect("an event within the bound") {
+        EqGet::Event(ev) => ev,
+        other => panic!("expected an event, got {other:?}"),
+    }
+}
+
+fn to(ni: &Ni, offset: u64) -> RemoteAddr {
+    RemoteAddr {
+        target: ProcessId::Phys(ni.interface().phys_id()),
+        pt_index: 0,
+        match_bits: BITS,
+        remote_offset: offset,
+    }
+}
+
+/// An event of `kind` with every field neutral, to be filled per test.
+fn event(kind: EventKind) -> Event {
+    Event {
+        kind,
+        start: 0,
+        user_ptr: 0,
+        hdr_data: 0,
+        match_bits: BITS,
+        rlength: 0,
+        mlength: 0,
+        remote_offset: 0,
+        initiator: ProcessId::ANY_PHYS,
+        uid: UID,
+        pt_index: 0,
+        list: ListKind::Priority,
+        ni_fail: NiFail::Ok,
+        atomic_op: None,
+        atomic_type: None,
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 11) as u8)
+        .collect()
+}
+
+fn phys(ni: &Ni) -> ProcessId {
+    ProcessId::Phys(ni.interface().phys_id())
+}
+
+fn put_args(md: rgasnet_portals::engine::MdHandle, len: u64, remote: RemoteAddr) -> PutArgs {
+    PutArgs {
+        md,
+        local_offset: 0,
+        length: len,
+        ack_req: AckReq::Ack,
+        remote,
+        user_ptr: 0x51,
+        hdr_data: 0xdada,
+    }
+}
+
+#[test]
+fn put_get_and_atomics_between_two_interfaces() {
+    let (a, b) = (open(), open());
+    let _p = Progress::start(b.interface());
+    let tmem = Region::new(4096);
+    let teq = target(&b, &tmem, MeOptions::OP_PUT | MeOptions::OP_GET);
+    let eq = a.eq_alloc(64).unwrap();
+    let src = Region::from_bytes(&pattern(1000, 3));
+    let smd = md(&a, &src, Some(eq));
+
+    // Put 1000 bytes at offset 100: SEND, then ACK; the target sees PUT.
+    a.put(&put_args(smd, 1000, to(&b, 100))).unwrap();
+    let common = Event {
+        user_ptr: 0x51,
+        hdr_data: 0xdada,
+        rlength: 1000,
+        mlength: 1000,
+        remote_offset: 100,
+        initiator: phys(&b),
+        ..event(EventKind::Send)
+    };
+    assert_eq!(next(&a, eq), common);
+    assert_eq!(
+        next(&a, eq),
+        Event {
+            kind: EventKind::Ack,
+            ..common
+        }
+    );
+    let put_ev = Event {
+        kind: EventKind::Put,
+        start: 100,
+        user_ptr: 0x7a,
+        initiator: phys(&a),
+        ..common
+    };
+    assert_eq!(next(&b, teq), put_ev);
+    let mut want = vec![0u8; 4096];
+    want[100..1100].copy_from_slice(&pattern(1000, 3));
+    assert_eq!(tmem.to_vec(0, 4096).unwrap(), want);
+
+    // Get 4096 bytes back: REPLY with the target's bytes; the target sees GET.
+    let land = Region::new(4096);
+    let lmd = md(&a, &land, Some(eq));
+    let get = GetArgs {
+        md: lmd,
+        local_offset: 0,
+        length: 4096,
+        remote: to(&b, 0),
+        user_ptr: 0x52,
+    };
+    a.get(&get).unwrap();
+    let reply = Event {
+        kind: EventKind::Reply,
+        user_ptr: 0x52,
+        rlength: 4096,
+        mlength: 4096,
+        initiator: phys(&b),
+        ..event(EventKind::Reply)
+    };
+    assert_eq!(next(&a, eq), reply);
+    assert_eq!(land.to_vec(0, 4096).unwrap(), want);
+    assert_eq!(
+        next(&b, teq),
+        Event {
+            kind: EventKind::Get,
+            user_ptr: 0x7a,
+            initiator: phys(&a),
+            ..reply
+        }
+    );
+
+    // Atomic SUM of two u32 at offset 0 (which holds 0 and 0): ACK; then fetch-add and swap.
+    let operands = Region::from_bytes(&[5, 0, 0, 0, 7, 0, 0, 0]);
+    let omd = md(&a, &operands, Some(eq));
+    let remote = to(&b, 0);
+    let atomic = AtomicArgs {
+        md: omd,
+        local_offset: 0,
+        length: 8,
+        ack_req: AckReq::Ack,
+        remote,
+        user_ptr: 0x53,
+        hdr_data: 1,
+        op: AtomicOp::Sum,
+        datatype: AtomicType::Uint32,
+    };
+    tmem.write(0, &[0; 8]).unwrap();
+    a.atomic(&atomic).unwrap();
+    let atomic_ev = Event {
+        user_ptr: 0x53,
+        hdr_data: 1,
+        rlength: 8,
+        mlength: 8,
+        initiator: phys(&b),
+        atomic_op: Some(AtomicOp::Sum),
+        atomic_type: Some(AtomicType::Uint32),
+        ..event(EventKind::Send)
+    };
+    assert_eq!(next(&a, eq), atomic_ev);
+    assert_eq!(
+        next(&a, eq),
+        Event {
+            kind: EventKind::Ack,
+            ..atomic_ev
+        }
+    );
+    assert_eq!(next(&b, teq).kind, EventKind::Atomic);
+    assert_eq!(tmem.to_vec(0, 8).unwrap(), vec![5, 0, 0, 0, 7, 0, 0, 0]);
+
+    let fetched = Region::new(8);
+    let fmd = md(&a, &fetched, Some(eq));
+    let fetch = FetchArgs {
+        get_md: fmd,
+        get_offset: 0,
+        put_md: omd,
+        put_offset: 0,
+        length: 8,
+        remote,
+        user_ptr: 0x54,
+        hdr_data: 2,
+        operand: &[],
+        op: AtomicOp::Sum,
+        datatype: AtomicType::Uint32,
+    };
+    a.fetch_atomic(&fetch).unwrap();
+    assert_eq!(next(&a, eq).kind, EventKind::Send);
+    let r = next(&a, eq);
+    assert_eq!(
+        (r.kind, r.ni_fail, r.mlength),
+        (EventKind::Reply, NiFail::Ok, 8)
+    );
+    assert_eq!(fetched.to_vec(0, 8).unwrap(), vec![5, 0, 0, 0, 7, 0, 0, 0]);
+    assert_eq!(tmem.to_vec(0, 8).unwrap(), vec![10, 0, 0, 0, 14, 0, 0, 0]);
+    assert_eq!(next(&b, teq).kind, EventKind::FetchAtomic);
+
+    // Compare-and-swap one u32: 10 == 10, so 5 goes in and 10 comes back.
+    let cswap = FetchArgs {
+        length: 4,
+        operand: &[10, 0, 0, 0],
+        op: AtomicOp::Cswap,
+        user_ptr: 0x55,
+        ..fetch
+    };
+    a.swap(&cswap).unwrap();
+    assert_eq!(next(&a, eq).kind, EventKind::Send);
+    let r = next(&a, eq);
+    assert_eq!((r.kind, r.user_ptr, r.mlength), (EventKind::Reply, 0x55, 4));
+    assert_eq!(fetched.to_vec(0, 4).unwrap(), vec![10, 0, 0, 0]);
+    assert_eq!(tmem.to_vec(0, 8).unwrap(), vec![5, 0, 0, 0, 14, 0, 0, 0]);
+    let ev = next(&b, teq);
+    assert_eq!(
+        (ev.kind, ev.atomic_op),
+        (EventKind::FetchAtomic, Some(AtomicOp::Cswap))
+    );
+    assert!(a.ni_eq_empty(eq));
+}
+
+/// Helper trait: whether an EQ has nothing more (after one round of progress).
+trait EqEmpty {
+    fn ni_eq_empty(&self, eq: EqHandle) -> bool;
+}
+impl EqEmpty for Ni {
+    fn ni_eq_empty(&self, eq: EqHandle) -> bool {
+        self.eq_get(eq).unwrap() == EqGet::Empty
+    }
+}
+
+#[test]
+fn operations_to_self() {
+    let a = open();
+    let tmem = Region::new(256);
+    let teq = target(&a, &tmem, MeOptions::OP_PUT | MeOptions::OP_GET);
+    let eq = a.eq_alloc(16).unwrap();
+    let src = Region::from_bytes(&pattern(200, 9));
+    let smd = md(&a, &src, Some(eq));
+    a.put(&put_args(smd, 200, to(&a, 56))).unwrap();
+    assert_eq!(next(&a, eq).kind, EventKind::Send);
+    let ack = next(&a, eq);
+    assert_eq!(
+        (ack.kind, ack.ni_fail, ack.mlength),
+        (EventKind::Ack, NiFail::Ok, 200)
+    );
+    let put = next(&a, teq);
+    assert_eq!(
+        (put.kind, put.start, put.initiator),
+        (EventKind::Put, 56, phys(&a))
+    );
+    assert_eq!(tmem.to_vec(56, 200).unwrap(), pattern(200, 9));
+    let land = Region::new(256);
+    let lmd = md(&a, &land, Some(eq));
+    let get = GetArgs {
+        md: lmd,
+        local_offset: 0,
+        length: 256,
+        remote: to(&a, 0),
+        user_ptr: 1,
+    };
+    a.get(&get).unwrap();
+    assert_eq!(next(&a, eq).kind, EventKind::Reply);
+    assert_eq!(land.to_vec(0, 256).unwrap(), tmem.to_vec(0, 256).unwrap());
+    assert_eq!(next(&a, teq).kind, EventKind::Get);
+    assert_eq!(
+        a.interface().transport_stats().datagrams_out,
+        0,
+        "nothing went on the wire"
+    );
+}
+
+#[test]
+fn put_and_get_of_64_mib_byte_for_byte() {
+    const LEN: usize = 64 << 20;
+    let (a, b) = (open(), open());
+    assert!(a.limits().max_msg_size >= LEN as u64);
+    let _p = Progress::start(b.interface());
+    let tmem = Region::new(LEN);
+    let teq = target(&b, &tmem, MeOptions::OP_PUT | MeOptions::OP_GET);
+    let data = pattern(LEN, 1);
+    let src = Region::from_bytes(&data);
+    let eq = a.eq_alloc(16).unwrap();
+    let smd = md(&a, &src, Some(eq));
+    a.put(&put_args(smd, LEN as u64, to(&b, 0))).unwrap();
+    assert_eq!(next(&a, eq).kind, EventKind::Send);
+    let ack = next(&a, eq);
+    assert_eq!(
+        (ack.kind, ack.ni_fail, ack.mlength),
+        (EventKind::Ack, NiFail::Ok, LEN as u64)
+    );
+    let put = next(&b, teq);
+    assert_eq!(
+        (put.kind, put.mlength, put.rlength),
+        (EventKind::Put, LEN as u64, LEN as u64)
+    );
+    assert!(tmem.to_vec(0, LEN).unwrap() == data, "target bytes differ");
+    drop(src);
+
+    // Back again, into a fresh region, after changing the first and last target bytes.
+    tmem.write(0, &[0xee]).unwrap();
+    tmem.write(LEN - 1, &[0xdd]).unwrap();
+    let land = Region::new(LEN);
+    let lmd = md(&a, &land, Some(eq));
+    let get = GetArgs {
+        md: lmd,
+        local_offset: 0,
+        length: LEN as u64,
+        remote: to(&b, 0),
+        user_ptr: 2,
+    };
+    a.get(&get).unwrap();
+    let reply = next(&a, eq);
+    assert_eq!(
+        (reply.kind, reply.ni_fail, reply.mlength),
+        (EventKind::Reply, NiFail::Ok, LEN as u64)
+    );
+    let got = land.to_vec(0, LEN).unwrap();
+    assert_eq!((got[0], got[LEN - 1]), (0xee, 0xdd));
+    assert!(got[1..LEN - 1] == data[1..LEN - 1], "landed bytes differ");
+    assert_eq!(next(&b, teq).kind, EventKind::Get);
+}
+
+#[test]
+fn a_vanished_peer_fails_pending_operations_as_undeliverable() {
+    let a = open_with(&UdpConfig::default(), Duration::from_millis(300));
+    let b = open();
+    let tmem = Region::new(64);
+    let _teq = target(&b, &tmem, MeOptions::OP_PUT | MeOptions::OP_GET);
+    let eq = a.eq_alloc(16).unwrap();
+    let src = Region::from_bytes(&[4; 64]);
+    let smd = md(&a, &src, Some(eq));
+    let remote = to(&b, 0);
+    {
+        let _p = Progress::start(b.interface());
+        a.put(&put_args(smd, 8, remote)).unwrap();
+        assert_eq!(next(&a, eq).kind, EventKind::Send);
+        assert_eq!(
+            next(&a, eq).ni_fail,
+            NiFail::Ok,
+            "the peer is alive at first"
+        );
+    }
+    drop(b); // Its socket closes with the last handle.
+
+    let started = Instant::now();
+    a.put(&put_args(smd, 8, remote)).unwrap();
+    let get = GetArgs {
+        md: smd,
+        local_offset: 0,
+        length: 8,
+        remote,
+        user_ptr: 9,
+    };
+    a.get(&get).unwrap();
+    assert_eq!(next(&a, eq).kind, EventKind::Send);
+    let ack = next(&a, eq);
+    assert_eq!(
+        (ack.kind, ack.ni_fail, ack.mlength),
+        (EventKind::Ack, NiFail::Undeliverable, 0)
+    );
+    let reply = next(&a, eq);
+    assert_eq!(
+        (reply.kind, reply.ni_fail, reply.user_ptr),
+        (EventKind::Reply, NiFail::Undeliverable, 9)
+    );
+    assert!(started.elapsed() < T);
+    // Later operations to the failed peer fail at once, with the same failure.
+    a.put(&put_args(smd, 8, remote)).unwrap();
+    assert_eq!(next(&a, eq).kind, EventKind::Send);
+    assert_eq!(next(&a, eq).ni_fail, NiFail::Undeliverable);
+    let stats = a.interface().transport_stats();
+    assert_eq!(stats.peers_failed, 1);
+    assert_eq!(a.interface().engine_stats().undeliverable, 3);
+}
+
+/// A datagram carrying one put of `[1, 2, 3, 4]` with `hdr_data` 9, as a peer would send it,
+/// under `job_key`.
+fn crafted_put(job_key: u64) -> Vec<u8> {
+    let h = RequestHeader {
+        op: OpKind::Put,
+        ni_kind: KIND,
+        ack_req: AckReq::None,
+        atomic: None,
+        pt_index: 0,
+        uid: UID,
+        initiator_rank: RANK_ANY,
+        match_bits: BITS,
+        remote_offset: 0,
+        hdr_data: 9,
+        op_id: 1,
+        rlength: 4,
+    };
+    let msg = proto::encode_request(&h, &[], &[1, 2, 3, 4]).unwrap();
+    let mut dg = Vec::new();
+    wire::write_header(
+        &mut dg,
+        &Header {
+            job_key,
+            src_incarnation: 0x1234,
+            dst_incarnation: 0,
+        },
+    );
+    wire::write_data(&mut dg, 0, msg.len() as u32, 0, &msg);
+    dg
+}
+
+#[test]
+fn foreign_and_garbage_datagrams_are_dropped_and_counted() {
+    let b = open();
+    let tmem = Region::new(8);
+    let teq = target(&b, &tmem, MeOptions::OP_PUT);
+    let raw = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dest = b.interface().phys_id().socket_addr().unwrap();
+    let foreign = crafted_put(JOB ^ 1);
+    let mut bad_version = crafted_put(JOB);
+    bad_version[4] = wire::VERSION + 1;
+    for dg in [
+        &foreign[..],
+        b"not a portals datagram",
+        &bad_version[..],
+        &foreign[..10],
+    ] {
+        raw.send_to(dg, dest).unwrap();
+    }
+    let deadline = Instant::now() + T;
+    while b.interface().transport_stats().datagrams_in < 4 {
+        assert!(Instant::now() < deadline, "datagrams did not arrive");
+        b.interface().progress().unwrap();
+    }
+    let s = b.interface().transport_stats();
+    assert_eq!(
+        (
+            s.dropped_foreign_job,
+            s.dropped_bad_magic,
+            s.dropped_bad_version,
+            s.dropped_malformed
+        ),
+        (1, 1, 1, 1)
+    );
+    assert_eq!(b.interface().engine_stats().requests, 0);
+    assert_eq!(
+        tmem.to_vec(0, 8).unwrap(),
+        vec![0; 8],
+        "nothing was deposited"
+    );
+    assert!(b.ni_eq_empty(teq));
+
+    // The same bytes under this job's key are a valid put: the drop was the key's doing.
+    raw.send_to(&crafted_put(JOB), dest).unwrap();
+    let ev = next(&b, teq);
+    assert_eq!((ev.kind, ev.hdr_data, ev.mlength), (EventKind::Put, 9, 4));
+    assert_eq!(tmem.to_vec(0, 8).unwrap(), vec![1, 2, 3, 4, 0, 0, 0, 0]);
+    assert_eq!(b.interface().engine_stats().requests, 1);
+}
+
+#[test]
+fn interface_binds_where_the_environment_says() {
+    let lookup = |pairs: &'static [(&'static str, &'static str)]| {
+        move |name: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        }
+    };
+    for pairs in [
+        &[("RGASNET_IFACE", "127.0.0.1")][..],
+        &[("PTL_IFACE_NAME", "lo")][..],
+        &[("RGASNET_IFACE", "lo"), ("PTL_IFACE_NAME", "192.0.2.1")][..],
+    ] {
+        let udp = UdpConfig::from_lookup(lookup(pairs)).unwrap();
+        let ni = open_with(&udp, Duration::from_secs(30));
+        let id = ni.interface().phys_id();
+        assert_eq!(
+            id.nid,
+            u32::from(std::net::Ipv4Addr::LOCALHOST),
+            "{pairs:?}"
+        );
+        assert_eq!(ni.get_phys_id().unwrap(), id);
+        // And it works: a put to itself.
+        let tmem = Region::new(8);
+        let teq = target(&ni, &tmem, MeOptions::OP_PUT);
+        let src = Region::from_bytes(&[6; 8]);
+        let smd = md(&ni, &src, None);
+        ni.put(&put_args(smd, 8, to(&ni, 0))).unwrap();
+        assert_eq!(next(&ni, teq).kind, EventKind::Put);
+        assert_eq!(tmem.to_vec(0, 8).unwrap(), vec![6; 8]);
+    }
+    let bad = UdpConfig::from_lookup(lookup(&[("RGASNET_IFACE", "no-such-if9")]));
+    assert!(
+        matches!(
+            bad,
+            Err(UdpError::BadIface {
+                var: "RGASNET_IFACE",
+                ..
+            })
+        ),
+        "{bad:?}"
+    );
+}
+
+#[test]
+fn four_threads_share_one_interface() {
+    const THREADS: usize = 4;
+    const ROUNDS: usize = 100;
+    const LEN: usize = 300;
+    let (a, b) = (open(), open());
+    let _p = Progress::start(b.interface());
+    let tmem = Region::new(THREADS * ROUNDS * LEN);
+    let _teq = target(&b, &tmem, MeOptions::OP_PUT);
+    let b_id: PhysId = b.interface().phys_id();
+    let workers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let a = a.clone();
+            std::thread::spawn(move || {
+                let eq = a.eq_alloc(8).unwrap();
+                let src = Region::new(LEN);
+                let smd = md(&a, &src, Some(eq));
+                for k in 0..ROUNDS {
+                    src.write(0, &pattern(LEN, (t * ROUNDS + k) as u8)).unwrap();
+                    let off = ((t * ROUNDS + k) * LEN) as u64;
+                    let remote = RemoteAddr {
+                        target: ProcessId::Phys(b_id),
+                        pt_index: 0,
+                        match_bits: BITS,
+                        remote_offset: off,
+                    };
+                    let mut args = put_args(smd, LEN as u64, remote);
+                    args.user_ptr = k as u64;
+                    a.put(&args).unwrap();
+                    assert_eq!(next(&a, eq).kind, EventKind::Send);
+                    let ack = next(&a, eq);
+                    assert_eq!(
+                        (ack.kind, ack.ni_fail, ack.user_ptr, ack.remote_offset),
+                        (EventKind::Ack, NiFail::Ok, k as u64, off)
+                    );
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("worker");
+    }
+    let mut want = Vec::new();
+    for i in 0..THREADS * ROUNDS {
+        want.extend(pattern(LEN, i as u8));
+    }
+    assert!(tmem.to_vec(0, want.len()).unwrap() == want);
+}
