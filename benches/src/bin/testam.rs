@@ -43,10 +43,8 @@ struct Cli {
     #[arg(long, default_value_t = 60)]
     timeout_secs: u64,
     /// Most AM Long requests in flight in the flood ReqRep test (0: unbounded, as GASNet).
-    /// Bounded by default because a Long reply from a handler fails (`InHandler`) when the
-    /// replier already has 64 Long-data puts unacknowledged (conduit send.rs, see the
-    /// benches report); Short and Medium floods are always unbounded.
-    #[arg(long, default_value_t = 32)]
+    /// A bound keeps a run going on a conduit whose handlers cannot always reply.
+    #[arg(long, default_value_t = 0)]
     long_flood_window: u64,
     /// Print, on standard error, each rank's transport and AM counters per AM Short
     /// ping-pong round trip (datagrams, acks, retransmissions): where the time goes.
