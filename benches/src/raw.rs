@@ -1,11 +1,12 @@
 //! Raw baselines of this machine, measured in the same run as the benchmark: plain UDP between
 //! the job's ranks 0 and 1 (ping-pong of 8 and 65,000 bytes, a stream of 1 MiB messages in
-//! datagrams of the engine's size) and memcpy bandwidth.
+//! datagrams of the engine's size), and in jobs on the shared-memory path the flag ping-pong
+//! through shared memory and memcpy bandwidth (`rgasnet_pshm::baseline`).
 //!
-//! The two ranks bind a socket each, exchange addresses through the bootstrap allgather, and
-//! run the client/server halves of `rgasnet_portals::baseline` — the same socket code and
-//! waiting strategy as the engine, so the ratio measures the engine and the conduit, nothing
-//! else. Ranks above 1 take part in the collectives only.
+//! The two ranks bind a socket each (the engine's `UdpEndpoint`, same buffers), exchange
+//! addresses through the bootstrap allgather, and run a busy-polling ping-pong (the AM layer
+//! polls without sleeping, so the reference must not sleep either) and the stream halves of
+//! `rgasnet_portals::baseline`. Ranks above 1 take part in the collectives only.
 
 use std::time::{Duration, Instant};
 
@@ -23,6 +24,8 @@ use crate::stats::median_duration;
 pub const PINGPONG_SIZES: [usize; 2] = [8, 65_000];
 /// Message size of the raw stream.
 pub const STREAM_MSG: usize = 1 << 20;
+/// Copy size of the memcpy baseline.
+pub const MEMCPY_SIZE: usize = 1 << 20;
 
 /// A raw baseline that could not be measured.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +48,9 @@ pub enum RawError {
     /// The measurement itself failed (a lost datagram shows up as a timeout).
     #[error("raw baseline: {0}")]
     Measure(#[from] BaselineError),
+    /// A shared-memory baseline failed.
+    #[error("raw shared-memory baseline: {0}")]
+    Shm(#[from] rgasnet_pshm::BaselineError),
 }
 
 /// What rank 0 measured (other ranks get an empty set).
@@ -54,6 +60,10 @@ pub struct RawFigures {
     pub udp_rtt: Vec<(usize, Duration)>,
     /// Stream bandwidth, bytes per second.
     pub udp_stream_bps: Option<f64>,
+    /// Shared-memory flag ping-pong round trip (PSHM jobs only).
+    pub shm_rtt: Option<Duration>,
+    /// memcpy bandwidth of 1 MiB copies, bytes per second (PSHM jobs only).
+    pub memcpy_bps: Option<f64>,
 }
 
 impl RawFigures {
@@ -74,6 +84,12 @@ impl RawFigures {
             .collect();
         if let Some(bw) = self.udp_stream_bps {
             v.push(Record::raw_bandwidth("udp stream", STREAM_MSG as u64, bw));
+        }
+        if let Some(rtt) = self.shm_rtt {
+            v.push(Record::raw_rtt("shm flag pingpong rtt", None, rtt));
+        }
+        if let Some(bw) = self.memcpy_bps {
+            v.push(Record::raw_bandwidth("memcpy", MEMCPY_SIZE as u64, bw));
         }
         v
     }
@@ -139,13 +155,87 @@ fn stream_params(p: &RawParams) -> StreamParams {
     sp
 }
 
+/// Receives one datagram of `size` bytes, busy-polling until `timeout`.
+fn spin_recv(
+    ep: &UdpEndpoint,
+    buf: &mut [u8],
+    size: usize,
+    timeout: Duration,
+    what: &'static str,
+) -> Result<PhysId, RawError> {
+    // A spin as long as the deadline: never block in the kernel (see `spin_pingpong_client`).
+    let got = ep.recv_wait(buf, Some(Instant::now() + timeout), timeout)?;
+    match got {
+        Some((n, from)) if n == size => Ok(from),
+        Some((n, from)) => Err(RawError::Measure(BaselineError::Unexpected {
+            what,
+            detail: format!("{n} bytes from {from}, expected {size}"),
+        })),
+        None => Err(RawError::Measure(BaselineError::Timeout {
+            what,
+            after: timeout,
+        })),
+    }
+}
+
+/// Ping-pong client that busy-polls its socket instead of blocking after a short spin (as
+/// `rgasnet_portals::baseline` does): the AM benchmarks poll without ever sleeping, so the
+/// raw reference must not include the kernel's wake-up latency either — on a loaded machine
+/// that latency alone is tens of microseconds. Returns each timed round trip (the first
+/// `warmup` are not returned).
+fn spin_pingpong_client(
+    ep: &UdpEndpoint,
+    server: PhysId,
+    size: usize,
+    warmup: usize,
+    iters: usize,
+    timeout: Duration,
+) -> Result<Vec<Duration>, RawError> {
+    let mut out = vec![0xA5u8; size];
+    let mut buf = vec![0u8; 65_536];
+    let mut rtts = Vec::with_capacity(iters);
+    for i in 0..warmup + iters {
+        if let Some(stamp) = out.get_mut(..8) {
+            stamp.copy_from_slice(&(i as u64).to_le_bytes());
+        }
+        let t = Instant::now();
+        ep.send_to(&out, server)?;
+        let from = spin_recv(ep, &mut buf, size, timeout, "raw pingpong client")?;
+        let rtt = t.elapsed();
+        if from != server || buf.get(..size) != Some(&out[..]) {
+            return Err(RawError::Measure(BaselineError::Unexpected {
+                what: "raw pingpong client",
+                detail: format!("round {i}: the answer from {from} does not echo the ping"),
+            }));
+        }
+        if i >= warmup {
+            rtts.push(rtt);
+        }
+    }
+    Ok(rtts)
+}
+
+/// The echoing half of [`spin_pingpong_client`].
+fn spin_pingpong_server(
+    ep: &UdpEndpoint,
+    size: usize,
+    count: usize,
+    timeout: Duration,
+) -> Result<(), RawError> {
+    let mut buf = vec![0u8; 65_536];
+    for _ in 0..count {
+        let from = spin_recv(ep, &mut buf, size, timeout, "raw pingpong server")?;
+        ep.send_to(&buf[..size], from)?;
+    }
+    Ok(())
+}
+
 fn client_half(ep: &UdpEndpoint, server: PhysId, p: &RawParams) -> Result<RawFigures, RawError> {
     let mut figs = RawFigures::default();
     let warmup = p.iters / 10;
     for size in PINGPONG_SIZES {
-        let rtts = baseline::pingpong_client(ep, server, size, warmup + p.iters, p.timeout)?;
-        let timed = rtts.get(warmup..).unwrap_or_default();
-        if let Some(m) = median_duration(timed) {
+        let rtts = spin_pingpong_client(ep, server, size, warmup, p.iters, p.timeout)?;
+        if let Some(m) = median_duration(&rtts) {
             figs.udp_rtt.push((size, m));
         }
     }
@@ -157,7 +247,7 @@ fn client_half(ep: &UdpEndpoint, server: PhysId, p: &RawParams) -> Result<RawFig
 fn server_half(ep: &UdpEndpoint, p: &RawParams) -> Result<(), RawError> {
     let warmup = p.iters / 10;
     for size in PINGPONG_SIZES {
-        baseline::pingpong_server(ep, size, warmup + p.iters, p.timeout)?;
+        spin_pingpong_server(ep, size, warmup + p.iters, p.timeout)?;
     }
     baseline::stream_receiver(ep, &stream_params(p))?;
     Ok(())
@@ -188,17 +278,39 @@ pub fn measure_and_print(
         stream_count: opts.raw_stream_count as usize,
         timeout: Duration::from_secs(5),
     };
-    let figs = match udp_baselines(client, &p) {
+    let mut figs = match udp_baselines(client, &p) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("rank {}: {e}", client.rank());
             RawFigures::default()
         }
     };
+    if let Err(e) = shm_baselines(client, &mut figs) {
+        eprintln!("rank {}: {e}", client.rank());
+    }
     for r in figs.records() {
         out.record(&r);
     }
     figs
+}
+
+/// When this job uses the shared-memory path (rank 0 shares its supernode), rank 0 measures
+/// the shared-memory flag ping-pong (with a forked partner) and memcpy bandwidth while the
+/// other ranks wait in the bootstrap barrier, which blocks instead of spinning: the ping-pong
+/// needs both cores.
+fn shm_baselines(client: &Client, figs: &mut RawFigures) -> Result<(), RawError> {
+    let boot = client.bootstrap();
+    let on_pshm = client.supernode().len() > 1;
+    let mut result = Ok(());
+    if on_pshm && client.rank() == 0 {
+        result = (|| {
+            figs.shm_rtt = Some(rgasnet_pshm::baseline::shm_flag_pingpong(10_000, 5)?);
+            figs.memcpy_bps = Some(rgasnet_pshm::baseline::memcpy_bandwidth(MEMCPY_SIZE, 5)? * 1e6);
+            Ok(())
+        })();
+    }
+    boot.barrier()?;
+    result
 }
 
 /// A `target:` line: `measured` against `reference` (same unit), met when the ratio is at
@@ -232,23 +344,6 @@ pub enum Goal {
     AtLeast(f64),
 }
 
-/// memcpy bandwidth of `size`-byte copies between two buffers of this process, bytes per
-/// second (median of `reps` timed copies after one warm-up copy).
-pub fn memcpy_bandwidth(size: usize, reps: usize) -> Option<f64> {
-    let src: Vec<u8> = (0..size).map(|i| i as u8).collect();
-    let mut dst = vec![0u8; size];
-    dst.copy_from_slice(&src);
-    let mut times = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        let t = Instant::now();
-        dst.copy_from_slice(std::hint::black_box(&src));
-        std::hint::black_box(&mut dst);
-        times.push(t.elapsed());
-    }
-    let m = median_duration(&times)?;
-    (m > Duration::ZERO).then(|| size as f64 / m.as_secs_f64())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +356,8 @@ mod tests {
                 (65_000, Duration::from_micros(13)),
             ],
             udp_stream_bps: Some(9267.0e6),
+            shm_rtt: Some(Duration::from_nanos(110)),
+            memcpy_bps: Some(42_000.0e6),
         };
         let lines: Vec<String> = f.records().iter().map(|r| r.gasnet_line()).collect();
         assert_eq!(
@@ -269,6 +366,8 @@ mod tests {
                 "raw: udp pingpong 8 byte rtt 6.41 us",
                 "raw: udp pingpong 65000 byte rtt 13.00 us",
                 "raw: udp stream 1048576 byte 9267.0 MB/s",
+                "raw: shm flag pingpong rtt 0.110 us",
+                "raw: memcpy 1048576 byte 42000.0 MB/s",
             ]
         );
         assert_eq!(f.rtt(8), Some(Duration::from_nanos(6410)));
@@ -323,11 +422,5 @@ mod tests {
             target_line("x", 1.0, None, Goal::AtMost(1.0)),
             "target: x: no baseline measured in this run"
         );
-    }
-
-    #[test]
-    fn memcpy_reports_a_rate() {
-        assert!(memcpy_bandwidth(1 << 16, 5).is_some_and(|b| b > 0.0));
-        assert_eq!(memcpy_bandwidth(1024, 0), None);
     }
 }

@@ -56,6 +56,8 @@ pub struct Xbench {
     pub peer: u32,
     /// The raw baselines of this run.
     pub raw: RawFigures,
+    /// Rank 0 reaches its peer through shared memory (PSHM), so the PSHM targets apply.
+    pub on_pshm: bool,
 }
 
 impl Xbench {
@@ -72,12 +74,14 @@ impl Xbench {
             opts.iters
         ));
         let raw = raw::measure_and_print(&client, opts, &mut out);
+        let on_pshm = peer != rank && client.supernode().contains(&peer);
         Ok(Xbench {
             ext,
             out,
             sender: rank == 0,
             peer,
             raw,
+            on_pshm,
         })
     }
 

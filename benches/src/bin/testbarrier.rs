@@ -83,7 +83,11 @@ fn run() -> Result<()> {
             named_median = median_duration(&times);
         }
     }
-    if x.sender && !o.no_baseline {
+    if x.sender && x.on_pshm {
+        x.out.text(
+            "target: none for the PSHM path (issue 5's barrier target is for the network path)",
+        );
+    } else if x.sender && !o.no_baseline {
         let raw = x
             .raw
             .rtt(8)

@@ -4,9 +4,9 @@
 //!
 //! A path is a way to run a job, set by the environment: `native` (the Portals engine over
 //! UDP loopback between two ranks, shared memory off), `loopback` (one rank, AMs to itself),
-//! `pshm` (two ranks with the shared-memory path on; until the conduit routes through PSHM it
-//! measures the same as `native`). Every job prints its own raw baselines, so each path's
-//! ratios are taken against figures measured in the same run.
+//! `pshm` (two ranks on one supernode, through shared memory). Every job prints its own raw
+//! baselines (UDP always; the shared-memory flag ping-pong and memcpy on the PSHM path), so
+//! each path's ratios are taken against figures measured in the same run.
 
 pub mod gasnet;
 pub mod plot;
@@ -71,7 +71,7 @@ pub struct CompareArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "native,loopback"
+        default_value = "native,pshm,loopback"
     )]
     pub paths: Vec<PathKind>,
     /// Benchmarks to run, comma-separated [default: every one of testam, testsmall,
@@ -82,7 +82,7 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     pub repeats: u64,
     /// Iterations per measurement, passed to every benchmark (and to GASNet's).
-    #[arg(short = 'i', long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(short = 'i', long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
     pub iters: u64,
     /// Largest message size of the sweeps (K/M/G suffixes).
     #[arg(long, default_value = "1M", value_parser = crate::opts::parse_size)]
@@ -469,7 +469,10 @@ mod tests {
     #[test]
     fn options() {
         let t = T::try_parse_from(["x"]).unwrap();
-        assert_eq!(t.a.paths, vec![PathKind::Native, PathKind::Loopback]);
+        assert_eq!(
+            t.a.paths,
+            vec![PathKind::Native, PathKind::Pshm, PathKind::Loopback]
+        );
         assert_eq!(t.a.repeats, 3);
         assert_eq!(t.a.max_size, 1 << 20);
         let t = T::try_parse_from([

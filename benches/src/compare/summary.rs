@@ -121,6 +121,12 @@ pub fn raw_reference<'a>(rows: &'a [Row], row: &Row) -> Option<(&'a str, f64)> {
         return find("udp pingpong rtt", Some(size)).map(|r| (label, r.value.median));
     }
     if row.unit.higher_is_better() {
+        // A shared-memory path moves bytes with memcpy, not through a socket.
+        if row.path.contains("pshm") {
+            if let Some(r) = find("memcpy", Some(1 << 20)) {
+                return Some(("raw memcpy", r.value.median));
+            }
+        }
         return find("udp stream", Some(1 << 20)).map(|r| ("raw udp stream", r.value.median));
     }
     None
@@ -392,6 +398,25 @@ mod tests {
         assert!(js.contains("\"meta\": {\"host\": \"h\\\"1\"}"), "{js}");
         assert!(js.contains("\"skipped\": [\"gasnet: missing\"]"));
         assert!(js.contains("\"figure\": \"AMShort ping-pong roundtrip ReqRep\", \"size\": null, \"unit\": \"us\", \"median\": 10, \"min\": 9, \"max\": 12, \"runs\": 3"));
+    }
+
+    #[test]
+    fn pshm_rows_use_shared_memory_baselines() {
+        let text = "raw: udp pingpong 8 byte rtt 7.00 us\nraw: udp stream 1048576 byte 4000.0 MB/s\n\
+                    raw: shm flag pingpong rtt 0.100 us\nraw: memcpy 1048576 byte 40000.0 MB/s\n\
+                    A:         AMShort     ping-pong roundtrip ReqRep:  0.002 sec    2.000 us\n\
+                    B:   0 -    1048576 byte :      30 iters, throughput 20000000.000 KB/sec (put_nbi_bulk throughput)\n";
+        let rows = aggregate(&samples("pshm", text, 0));
+        assert_eq!(
+            raw_reference(&rows, &rows[4]),
+            Some(("raw shm flag rtt", 0.1))
+        );
+        assert_eq!(
+            raw_reference(&rows, &rows[5]),
+            Some(("raw memcpy", 40000.0))
+        );
+        // 20 GB/s against 40 GB/s.
+        assert!(markdown_table(&rows).contains("| 0.50× raw memcpy |"));
     }
 
     #[test]

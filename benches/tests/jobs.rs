@@ -1,0 +1,379 @@
+//! The benchmark binaries run end to end under `rgasnetrun` (loopback only, small sizes and
+//! iteration counts, each job bounded by a deadline), and what they print parses back into
+//! exactly the figures expected. No timing is asserted: only that every figure is there, in
+//! order, positive and finite.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use rgasnet_bench::compare::runner::{run, Job};
+use rgasnet_bench::parse::parse_output;
+use rgasnet_bench::record::{Kind, Record};
+
+/// `rgasnetrun` next to this build's binaries, built first if this test run did not.
+fn rgasnetrun() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_BIN_EXE_testam"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = dir.join("rgasnetrun");
+    if !path.exists() {
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args([
+            "build",
+            "-q",
+            "-p",
+            "rgasnet-launcher",
+            "--bin",
+            "rgasnetrun",
+        ]);
+        if dir.ends_with("release") {
+            cmd.arg("--release");
+        }
+        assert!(
+            cmd.status().unwrap().success(),
+            "building rgasnetrun failed"
+        );
+    }
+    path
+}
+
+fn job(ranks: u32, exe: &str, args: &[&str], pshm: bool) -> (String, String) {
+    let mut a = vec![
+        "-n".to_string(),
+        ranks.to_string(),
+        "--".into(),
+        exe.to_string(),
+    ];
+    a.extend(args.iter().map(|s| s.to_string()));
+    let env = if pshm {
+        vec![]
+    } else {
+        vec![("RGASNET_PSHM".to_string(), "0".to_string())]
+    };
+    let out = run(&Job {
+        program: rgasnetrun(),
+        args: a,
+        env,
+        timeout: Duration::from_secs(120),
+    })
+    .unwrap();
+    assert!(
+        out.success(),
+        "job failed ({:?}, timed out: {})\n--- stdout\n{}\n--- stderr\n{}",
+        out.code,
+        out.timed_out,
+        out.stdout,
+        out.stderr
+    );
+    (out.stdout, out.stderr)
+}
+
+const SMALL_RAW: [&str; 4] = ["--raw-iters", "50", "--raw-stream-count", "2"];
+
+fn keys(records: &[Record], kind: Kind) -> Vec<String> {
+    records
+        .iter()
+        .filter(|r| r.kind == kind)
+        .map(|r| {
+            assert!(r.value.is_finite() && r.value > 0.0, "{r:?}");
+            match r.size {
+                Some(s) => format!(
+                    "{}{} {s}",
+                    r.section.map(String::from).unwrap_or_default(),
+                    r.figure
+                ),
+                None => format!(
+                    "{}{}",
+                    r.section.map(String::from).unwrap_or_default(),
+                    r.figure
+                ),
+            }
+        })
+        .collect()
+}
+
+fn raw_figures(records: &[Record]) -> Vec<String> {
+    keys(records, Kind::Raw)
+}
+
+#[test]
+fn testam_over_the_network_prints_every_section_and_size() {
+    let mut args = vec!["-i", "20", "--max-size", "200"];
+    args.extend(SMALL_RAW);
+    let (out, _) = job(2, env!("CARGO_BIN_EXE_testam"), &args, false);
+    let recs = parse_output(&out).unwrap();
+    assert_eq!(
+        raw_figures(&recs),
+        vec![
+            "udp pingpong rtt 8",
+            "udp pingpong rtt 65000",
+            "udp stream 1048576"
+        ]
+    );
+    let am = keys(&recs, Kind::Am);
+    let short: Vec<&str> = am.iter().take(4).map(String::as_str).collect();
+    assert_eq!(
+        short,
+        vec![
+            "AAMShort ping-pong roundtrip ReqRep",
+            "AAMShort ping-pong roundtrip ReqReq",
+            "AAMShort flood one-way Req",
+            "AAMShort flood roundtrip ReqRep"
+        ]
+    );
+    let sizes = [0, 1, 2, 4, 8, 16, 32, 64, 128, 200];
+    let mut want = Vec::new();
+    for (cat, first) in [("AMMedium", b'B'), ("AMLong", b'F')] {
+        for (k, test) in [
+            "ping-pong roundtrip ReqRep",
+            "ping-pong roundtrip ReqReq",
+            "flood one-way Req",
+            "flood roundtrip ReqRep",
+        ]
+        .iter()
+        .enumerate()
+        {
+            for s in sizes {
+                want.push(format!("{}{cat} {test} {s}", (first + k as u8) as char));
+            }
+        }
+    }
+    assert_eq!(&am[4..], &want[..]);
+    // 200 is not a power of two: GASNet's marker precedes it, once per sized section.
+    assert_eq!(out.lines().filter(|l| *l == " max:").count(), 8);
+    let targets: Vec<&str> = out.lines().filter(|l| l.starts_with("target: ")).collect();
+    assert_eq!(targets.len(), 2, "{out}");
+    assert!(targets[0].starts_with("target: AMShort ping-pong ReqRep rtt us (median) "));
+    // The maximal Medium was not part of this sweep.
+    assert_eq!(
+        targets[1],
+        "target: AMMedium 65000 byte ping-pong ReqRep rtt us (median): not measured in this run"
+    );
+}
+
+#[test]
+fn testam_to_self_and_csv() {
+    let (out, _) = job(
+        1,
+        env!("CARGO_BIN_EXE_testam"),
+        &[
+            "-i",
+            "10",
+            "--max-size",
+            "8",
+            "--csv",
+            "--no-baseline",
+            "--sections",
+            "AB",
+        ],
+        true,
+    );
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some(Record::CSV_HEADER));
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 4 + 5, "{out}");
+    assert!(rows[0].starts_with("am,A,,AMShort ping-pong roundtrip ReqRep,,10,"));
+    assert!(rows[8].starts_with("am,B,,AMMedium ping-pong roundtrip ReqRep,8,10,"));
+}
+
+#[test]
+fn testsmall_testlarge_testbarrier_print_their_figures() {
+    let mut args = vec!["-i", "10", "--max-size", "16"];
+    args.extend(SMALL_RAW);
+    let (out, _) = job(2, env!("CARGO_BIN_EXE_testsmall"), &args, false);
+    let recs = parse_output(&out).unwrap();
+    let lat = keys(&recs, Kind::Latency);
+    assert_eq!(lat.len(), 5 * 4, "{lat:?}");
+    assert_eq!(&lat[..2], &["Aput latency 1", "Aget latency 1"]);
+    assert_eq!(&lat[10..12], &["Cput_nb latency 1", "Cget_nb latency 1"]);
+    let tp = keys(&recs, Kind::SmallThroughput);
+    assert_eq!(tp.len(), 10);
+    assert_eq!(tp[9], "Bget throughput 16");
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.starts_with("target: 8 byte "))
+            .count(),
+        2
+    );
+
+    let mut args = vec!["-i", "4", "--min-size", "4K", "--max-size", "16K"];
+    args.extend(SMALL_RAW);
+    let (out, _) = job(2, env!("CARGO_BIN_EXE_testlarge"), &args, false);
+    let recs = parse_output(&out).unwrap();
+    let tp = keys(&recs, Kind::LargeThroughput);
+    assert_eq!(tp.len(), 3 * 3 * 2, "{tp:?}");
+    assert_eq!(tp[0], "Aput_bulk throughput 4096");
+    assert_eq!(tp[7], "Bget_nbi_bulk throughput 4096");
+    assert_eq!(tp[9], "Bget_nbi_bulk throughput 8192");
+    assert_eq!(tp[17], "Cget_nb_bulk throughput 16384");
+    // 1 MiB was not swept: the target says so.
+    assert!(
+        out.contains("target: put_nbi 1 MiB MB/s: not measured in this run"),
+        "{out}"
+    );
+
+    let mut args = vec!["-i", "20"];
+    args.extend(SMALL_RAW);
+    let (out, _) = job(2, env!("CARGO_BIN_EXE_testbarrier"), &args, false);
+    let recs = parse_output(&out).unwrap();
+    assert_eq!(
+        keys(&recs, Kind::Barrier),
+        vec!["Named Barrier", "Anon. Barrier"]
+    );
+    assert!(
+        out.starts_with("testbarrier: 2 ranks, rank 0 -> rank 1, 20 iterations\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("target: 2-rank named barrier us (median) "),
+        "{out}"
+    );
+}
+
+#[test]
+fn pshm_jobs_print_shared_memory_baselines() {
+    let (out, _) = job(
+        2,
+        env!("CARGO_BIN_EXE_testlarge"),
+        &[
+            "-i",
+            "2",
+            "--min-size",
+            "1M",
+            "--max-size",
+            "1M",
+            "--sections",
+            "B",
+            "--raw-iters",
+            "20",
+            "--raw-stream-count",
+            "2",
+        ],
+        true,
+    );
+    let recs = parse_output(&out).unwrap();
+    assert_eq!(
+        raw_figures(&recs),
+        vec![
+            "udp pingpong rtt 8",
+            "udp pingpong rtt 65000",
+            "udp stream 1048576",
+            "shm flag pingpong rtt",
+            "memcpy 1048576"
+        ]
+    );
+    assert!(out.contains("/ raw memcpy 1 MiB MB/s "), "{out}");
+}
+
+#[test]
+fn bad_arguments_are_reported_not_run() {
+    let out = Command::new(env!("CARGO_BIN_EXE_testam"))
+        .args(["--min-size", "2M", "--max-size", "1M"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--min-size 2097152 is larger than --max-size 1048576"),
+        "{err}"
+    );
+    // Started without the launcher: the error says how to start it.
+    let out = Command::new(env!("CARGO_BIN_EXE_testam")).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rgasnetrun"));
+}
+
+#[test]
+fn compare_runs_rgasnet_and_a_gasnet_peer_and_reports_what_is_missing() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("rgasnet-compare-e2e-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let gasnet = dir.join("gasnet");
+    std::fs::create_dir_all(&gasnet).unwrap();
+    // A stand-in for GASNet's udp testam: insists on being launched the way GASNet launches
+    // udp jobs (GASNET_SPAWNFN=L, node count first, then iters and maxsz) and prints
+    // GASNet's line shapes.
+    let fake = gasnet.join("testam-udp");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\n\
+         [ \"$GASNET_SPAWNFN\" = L ] && [ \"$1\" = 2 ] && [ \"$2\" = 5 ] && [ \"$3\" = 8 ] || { echo \"bad launch: $*\" >&2; exit 1; }\n\
+         echo '   Msg Sz  Description                             Total time   Avg. time   Bandwidth'\n\
+         echo 'A:         AMShort     ping-pong roundtrip ReqRep:  0.000 sec   40.000 us'\n\
+         echo 'B:       8 AMMedium    ping-pong roundtrip ReqRep:  0.000 sec   50.000 us    0.001 MB/s'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    rgasnetrun();
+    let out = dir.join("out");
+    let bin_dir = PathBuf::from(env!("CARGO_BIN_EXE_testam"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let o = Command::new(env!("CARGO_BIN_EXE_rgasnet-bench"))
+        .args([
+            "compare",
+            "--paths",
+            "loopback",
+            "--benches",
+            "testam,testbarrier",
+            "--repeats",
+            "1",
+        ])
+        .args([
+            "-i",
+            "5",
+            "--max-size",
+            "8",
+            "--no-plots",
+            "--bench-args",
+            "--no-baseline",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg("--bin-dir")
+        .arg(&bin_dir)
+        .arg("--gasnet")
+        .arg(&gasnet)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    // Progress names every job.
+    assert!(
+        stderr.contains("[1/3] testam on loopback (run 1 of 1) ... "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("[3/3] testam on gasnet-udp (run 1 of 1) ... 2 figures"),
+        "{stderr}"
+    );
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(md.contains("| vs gasnet-udp |"), "{md}");
+    assert!(
+        md.contains(
+            "| AMShort ping-pong roundtrip ReqRep |  | gasnet-udp | 40.0 | 40.0–40.0 | us |"
+        ),
+        "{md}"
+    );
+    // The partial peer: testbarrier was asked for but GASNet's is missing.
+    assert!(
+        md.contains("- gasnet-udp: testbarrier not found in"),
+        "{md}"
+    );
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert!(
+        csv.contains("\ngasnet-udp,testam,am,AMMedium ping-pong roundtrip ReqRep,8,us,50,50,50,1,"),
+        "{csv}"
+    );
+    let json = std::fs::read_to_string(out.join("results.json")).unwrap();
+    assert!(
+        json.contains("\"skipped\": [\"gasnet-udp: testbarrier not found"),
+        "{json}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
