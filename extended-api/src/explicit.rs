@@ -510,6 +510,13 @@ impl Extended {
     /// reused and the data is in the target's segment.
     pub fn put(&self, rank: u32, offset: u64, src: &[u8]) -> Result<(), ExtError> {
         not_in_handler("put")?;
+        if let Some(seg) = self.sh.local_segment(rank) {
+            // A node peer or this rank: the put is the copy itself, no handle needed.
+            self.sh.check_remote("put", rank, offset, src.len())?;
+            return self
+                .sh
+                .local_result("put", rank, seg.write(offset as usize, src));
+        }
         self.sh.put_nb_impl("put", rank, offset, src)?.wait()
     }
 
@@ -523,6 +530,12 @@ impl Extended {
     /// Blocking get of `dest.len()` bytes from `rank`'s segment at `offset` into `dest`.
     pub fn get(&self, dest: &mut [u8], rank: u32, offset: u64) -> Result<(), ExtError> {
         not_in_handler("get")?;
+        if let Some(seg) = self.sh.local_segment(rank) {
+            self.sh.check_remote("get", rank, offset, dest.len())?;
+            return self
+                .sh
+                .local_result("get", rank, seg.read(offset as usize, dest));
+        }
         self.sh.get_nb_impl("get", dest, rank, offset)?.wait()
     }
 

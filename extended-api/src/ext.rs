@@ -25,6 +25,8 @@ const SMALL_SLOTS: u32 = 256;
 /// Longest a wait blocks in the kernel before it polls the AM layer again (an incoming request
 /// wakes it sooner; this bounds the delay of AM acknowledgements and resends).
 const POLL_SLICE: Duration = Duration::from_micros(500);
+/// The same when node peers may send through shared memory, which does not wake the socket.
+const SHM_POLL_SLICE: Duration = Duration::from_micros(50);
 
 /// Reserved AM handler indices of the extended API.
 pub(crate) const H_MEMSET_REQ: u8 = 16;
@@ -52,6 +54,9 @@ pub(crate) struct Shared {
     pub(crate) size: u32,
     pub(crate) segment: Region,
     pub(crate) seg_sizes: Vec<u64>,
+    /// Every rank's segment that is mapped in this process (own and supernode peers'), by
+    /// rank: the direct-copy path looks here first.
+    pub(crate) mapped: Vec<Option<Region>>,
     pub(crate) ni: Ni,
     pub(crate) iface: Interface,
     /// Full events (ACK/REPLY) of explicit operations.
@@ -115,6 +120,9 @@ impl Extended {
         let seg_sizes = (0..client.size())
             .map(|r| client.segment_size(r).unwrap_or(0))
             .collect();
+        let mapped = (0..client.size())
+            .map(|r| client.peer_segment(r).cloned())
+            .collect();
         let ni = client.rma_ni().clone();
         let xeq = ni.eq_alloc(cap)?;
         let small = Region::new(SMALL_SLOTS as usize * SMALL_GET);
@@ -125,6 +133,7 @@ impl Extended {
             size: client.size(),
             segment,
             seg_sizes,
+            mapped,
             iface: ni.interface().clone(),
             ni,
             xeq,
@@ -266,10 +275,7 @@ impl Shared {
     /// `rank`'s segment when it is mapped in this process — this rank's own, or a supernode
     /// peer's shared segment — so that an operation on it is a direct copy.
     pub(crate) fn local_segment(&self, rank: u32) -> Option<&Region> {
-        if rank == self.rank {
-            return Some(&self.segment);
-        }
-        self.core.client.peer_segment(rank)
+        self.mapped.get(rank as usize)?.as_ref()
     }
 
     /// The outcome of a direct copy into or out of a mapped segment, reported like the same
@@ -396,7 +402,17 @@ impl Shared {
             self.core.barrier.advance(&self.core, call)?;
             let mut failed = None;
             let mut seen = None;
-            let slice = if once { Duration::ZERO } else { POLL_SLICE };
+            // With node peers, messages also arrive through shared memory, which does not
+            // wake a wait on the socket: look at the queues in the check and block in shorter
+            // slices.
+            let shm = self.core.client.supernode().len() > 1;
+            let slice = if once {
+                Duration::ZERO
+            } else if shm {
+                SHM_POLL_SLICE
+            } else {
+                POLL_SLICE
+            };
             let r = self
                 .iface
                 .wait_for(Some(slice), |e| {
@@ -408,6 +424,9 @@ impl Shared {
                             failed = Some(x);
                             return Ok(Some(true));
                         }
+                    }
+                    if shm && self.core.client.shm_pending() {
+                        return Ok(Some(false));
                     }
                     // A request arrived (an AM, perhaps one this wait depends on): return so
                     // that the AM layer runs its handler.

@@ -208,6 +208,13 @@ impl Region {
             return Ok(());
         }
         let words = self.inner.memory.words();
+        // The commonest small put: one aligned word.
+        if let (Ok(b), 0) = (<[u8; 8]>::try_from(src), offset % 8) {
+            if let Some(w) = words.get(offset / 8) {
+                w.store(u64::from_le_bytes(b), DATA);
+                return Ok(());
+            }
+        }
         let mut pos = offset;
         let mut inp = 0;
         // Leading partial word.

@@ -72,7 +72,7 @@ impl Default for TransportConfig {
         let max_message = (64 << 20) + 4096;
         TransportConfig {
             job_key: 0,
-            max_datagram: 65_000,
+            max_datagram: MAX_UDP_PAYLOAD,
             // 64 × 65 000 bytes ≈ 4 MB in flight: fits the socket buffers the UDP layer asks for.
             window: 64,
             initial_rto: Duration::from_millis(20),
