@@ -22,8 +22,10 @@ use crate::local::forward_reports;
 use crate::plan::{block_distribution, resolve_program, shell_quote};
 use crate::procs::{kill_grace, Children, Hold, Outputs, Sink};
 
-/// Agents must connect back this soon after their ssh started.
-const AGENT_TIMEOUT: Duration = Duration::from_secs(20);
+/// Agents must connect back this soon after their ssh started: long enough for ssh's own
+/// handshake on a loaded machine (bounded separately by ConnectTimeout), short enough that a
+/// host which cannot reach the launcher is reported within the 10 s promised for bad input.
+const AGENT_TIMEOUT: Duration = Duration::from_secs(8);
 
 /// Options always given to ssh: never prompt, fail fast on unreachable hosts, notice dead
 /// connections.
