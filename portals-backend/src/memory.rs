@@ -61,6 +61,20 @@ pub trait Memory: Send + Sync {
         let _ = (offset, dst);
         false
     }
+
+    /// Optional bulk copy of `len` bytes from byte `src_offset` of `src` (another region's
+    /// words, already bounds-checked) to byte `offset` of this memory; see
+    /// [`Memory::write_bytes`].
+    fn copy_from_words(
+        &self,
+        offset: usize,
+        src: &[AtomicU64],
+        src_offset: usize,
+        len: usize,
+    ) -> bool {
+        let _ = (offset, src, src_offset, len);
+        false
+    }
 }
 
 /// Copies shorter than this always use the atomic word loop; longer ones may use the storage's
@@ -267,6 +281,14 @@ impl Region {
     ) -> Result<(), OutOfBounds> {
         self.check(offset as u64, len as u64)?;
         src.check(src_offset as u64, len as u64)?;
+        if len >= BULK_COPY_MIN
+            && self
+                .inner
+                .memory
+                .copy_from_words(offset, src.inner.memory.words(), src_offset, len)
+        {
+            return Ok(());
+        }
         let mut done = 0;
         if offset % 8 == src_offset % 8 {
             // Leading bytes up to a word boundary, then whole words, then the tail.

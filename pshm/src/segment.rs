@@ -218,6 +218,34 @@ impl rgasnet_portals::memory::Memory for SegmentMemory {
         true
     }
 
+    fn copy_from_words(
+        &self,
+        offset: usize,
+        src: &[AtomicU64],
+        src_offset: usize,
+        len: usize,
+    ) -> bool {
+        if cfg!(target_endian = "big") {
+            return false;
+        }
+        let words = self.words();
+        let fits = |n: usize, at: usize| at.checked_add(len).is_some_and(|end| end <= n * 8);
+        if !fits(words.len(), offset) || !fits(src.len(), src_offset) {
+            return false;
+        }
+        // SAFETY: both ranges lie inside their word slices (checked just above), which are
+        // valid for the duration of the call; writing through the destination pointer is
+        // allowed by `AtomicU64`'s `UnsafeCell`. `copy` (memmove) is used because the two
+        // ranges may be in the same segment and overlap. Racing accesses to the same bytes
+        // are excluded by the contract above.
+        unsafe {
+            let from = src.as_ptr().cast::<u8>().add(src_offset);
+            let to = words.as_ptr().cast::<u8>().cast_mut().add(offset);
+            std::ptr::copy(from, to, len);
+        }
+        true
+    }
+
     fn read_bytes(&self, offset: usize, dst: &mut [u8]) -> bool {
         if cfg!(target_endian = "big") {
             return false;
