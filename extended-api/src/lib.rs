@@ -51,5 +51,5 @@ pub use barrier::BarrierFlags;
 pub use error::{ExtAttachError, ExtError};
 pub use explicit::NbHandle;
 pub use ext::Extended;
-pub use nbi::{AccessRegion, Nbi, NBI_WINDOW};
+pub use nbi::{AccessRegion, Nbi, NBI_WINDOW, NBI_WINDOW_BYTES};
 pub use rgasnet_portals::NiFail;

@@ -10,8 +10,17 @@
 //! A get's reply lands in the context's landing buffer (or a buffer of its own when large) and
 //! is copied into the destination at the next `sync_nbi_gets`; the destination stays borrowed
 //! by the context until then. When the landing buffer is full, the context first syncs the
-//! gets it already issued. At most [`NBI_WINDOW`] network operations of each kind are in
-//! flight per context; past it the caller makes progress until one completes (never fails).
+//! gets it already issued. At most [`NBI_WINDOW`] network operations and [`NBI_WINDOW_BYTES`]
+//! bytes of each kind are in flight per context; past it the caller makes progress until
+//! enough complete (never fails).
+//!
+//! The byte bound matters for floods of large operations: the transport has room for only
+//! about 4 MB per peer in flight, so an operation issued beyond that is copied into a queued
+//! message while nothing receives the acknowledgements that would let the queue drain (an
+//! issuing call transmits but does not receive). Thirty-two queued 1 MiB puts serialised the
+//! copies and the wire and halved the bandwidth; waiting in the window instead keeps both busy.
+
+use std::collections::VecDeque;
 
 use rgasnet_portals::engine::{CtHandle, Engine, GetArgs, MdHandle, MdSpec, PutArgs};
 use rgasnet_portals::interface::Ni;
@@ -23,6 +32,9 @@ use crate::ext::{lock, Extended, Shared, GET_CHUNK, PUT_CHUNK};
 
 /// Network operations of one kind in flight per context.
 pub const NBI_WINDOW: u64 = 32;
+/// Bytes of operations of one kind in flight per context (a larger single operation is
+/// still issued, alone). About the transport's per-peer window: more would only queue.
+pub const NBI_WINDOW_BYTES: u64 = 4 << 20;
 /// Bytes of a context's landing buffer; larger gets land in a buffer of their own.
 const NBI_LANDING: usize = 1 << 20;
 /// Bytes of own-buffer get landings a context keeps before it syncs its gets.
@@ -70,13 +82,62 @@ impl CounterSet {
 }
 
 /// Issued/completed accounting of one counter.
-#[derive(Default, Clone, Copy)]
+#[derive(Default)]
 struct Track {
     issued: u64,
     /// `success + failure` last read.
     done: u64,
     /// Failures already reported.
     failures_seen: u64,
+    /// Bytes issued so far.
+    bytes: u64,
+    /// `bytes` after each operation from the `retired`-th on, in issue order.
+    ends: VecDeque<u64>,
+    /// Operations dropped from `ends` (known complete).
+    retired: u64,
+    /// `bytes` after the last retired operation.
+    retired_bytes: u64,
+}
+
+impl Track {
+    /// Records one issued operation of `len` bytes.
+    fn issue(&mut self, len: u64) {
+        self.issued += 1;
+        self.bytes += len;
+        self.ends.push_back(self.bytes);
+    }
+
+    /// Whether an operation of `len` bytes may be issued once `done` have completed.
+    /// Completions are counted, not identified: the bytes in flight are estimated as if
+    /// operations completed in issue order (exact for one peer, whose transport is in order).
+    fn admits(&self, done: u64, len: u64) -> bool {
+        let n = self.issued.saturating_sub(done);
+        if n == 0 {
+            return true;
+        }
+        if n >= NBI_WINDOW {
+            return false;
+        }
+        let end_done = match done.checked_sub(self.retired + 1) {
+            None => self.retired_bytes,
+            Some(i) => usize::try_from(i)
+                .ok()
+                .and_then(|i| self.ends.get(i).copied())
+                .unwrap_or(self.bytes),
+        };
+        self.bytes - end_done + len <= NBI_WINDOW_BYTES
+    }
+
+    /// Forgets the byte ends of operations known complete.
+    fn retire(&mut self) {
+        while self.retired < self.done {
+            match self.ends.pop_front() {
+                Some(e) => self.retired_bytes = e,
+                None => break,
+            }
+            self.retired += 1;
+        }
+    }
 }
 
 enum GetSrc {
@@ -134,27 +195,25 @@ impl<'a> Group<'a> {
         }
     }
 
-    /// Waits until at most `NBI_WINDOW - 1` operations of `ct` are in flight.
-    fn window(&mut self, call: &'static str, gets: bool) -> Result<(), ExtError> {
-        let t = if gets { self.gets } else { self.puts };
-        if t.issued - t.done < NBI_WINDOW {
+    /// Waits until an operation of `len` bytes fits in the window of its kind: fewer than
+    /// [`NBI_WINDOW`] operations and at most [`NBI_WINDOW_BYTES`] bytes in flight with it.
+    fn window(&mut self, call: &'static str, gets: bool, len: u64) -> Result<(), ExtError> {
+        let t = if gets { &self.gets } else { &self.puts };
+        if t.admits(t.done, len) {
             return Ok(());
         }
         let Some(set) = &self.set else {
             return Ok(());
         };
         let ct = if gets { set.ct_get } else { set.ct_put };
-        let need = t.issued + 1 - NBI_WINDOW;
         let mut seen = t.done;
         self.sh.wait_until(call, None, |e, _| {
             seen = ct_total(e.ct_get(ct).map_err(ExtError::portals(call))?);
-            Ok(seen >= need)
+            Ok(t.admits(seen, len))
         })?;
-        if gets {
-            self.gets.done = seen;
-        } else {
-            self.puts.done = seen;
-        }
+        let t = if gets { &mut self.gets } else { &mut self.puts };
+        t.done = seen;
+        t.retire();
         Ok(())
     }
 
@@ -175,7 +234,7 @@ impl<'a> Group<'a> {
         for i in 0..n {
             let lo = i * PUT_CHUNK;
             let chunk = &src[lo..src.len().min(lo + PUT_CHUNK)];
-            self.window(call, false)?;
+            self.window(call, false, chunk.len() as u64)?;
             let set = self.set(call)?;
             // A chunk is at most the bounce buffer's size; the put copies it out before it
             // returns, so the buffer is free again for the next chunk.
@@ -190,7 +249,7 @@ impl<'a> Group<'a> {
                 hdr_data: 0,
             };
             self.sh.ni.put(&args).map_err(ExtError::portals(call))?;
-            self.puts.issued += 1;
+            self.puts.issue(chunk.len() as u64);
         }
         Ok(())
     }
@@ -218,7 +277,7 @@ impl<'a> Group<'a> {
         for i in 0..n {
             let lo = i * GET_CHUNK as u64;
             let chunk = (len - lo).min(GET_CHUNK as u64);
-            self.window(call, false)?;
+            self.window(call, false, chunk)?;
             let set = self.set(call)?;
             let args = PutArgs {
                 md: set.md_seg_put,
@@ -230,7 +289,7 @@ impl<'a> Group<'a> {
                 hdr_data: 0,
             };
             self.sh.ni.put(&args).map_err(ExtError::portals(call))?;
-            self.puts.issued += 1;
+            self.puts.issue(chunk);
         }
         Ok(())
     }
@@ -248,7 +307,7 @@ impl<'a> Group<'a> {
         for i in 0..n {
             let lo = i * GET_CHUNK as u64;
             let chunk = (len - lo).min(GET_CHUNK as u64);
-            self.window(call, true)?;
+            self.window(call, true, chunk)?;
             let set = self.set(call)?;
             let args = GetArgs {
                 md: md(set),
@@ -258,7 +317,7 @@ impl<'a> Group<'a> {
                 user_ptr: 0,
             };
             self.sh.ni.get(&args).map_err(ExtError::portals(call))?;
-            self.gets.issued += 1;
+            self.gets.issue(chunk);
         }
         Ok(())
     }
@@ -392,6 +451,7 @@ impl<'a> Group<'a> {
             .map_err(ExtError::portals(call))?;
         let t = if gets { &mut self.gets } else { &mut self.puts };
         t.done = ct_total(v);
+        t.retire();
         if v.failure > t.failures_seen {
             let failures = v.failure - t.failures_seen;
             t.failures_seen = v.failure;
