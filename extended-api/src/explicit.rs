@@ -166,6 +166,10 @@ impl<'a> NbHandle<'a> {
 
     /// Waits (making progress) until the operation is complete; returns its error if it failed.
     pub fn wait(mut self) -> Result<(), ExtError> {
+        // Every wait is refused inside an AM handler, whatever the path (a handle that is
+        // already complete included), so a program behaves the same wherever its ranks run.
+        // Dropping `self` abandons the operation, which still completes.
+        not_in_handler(self.call())?;
         if let Kind::Group(g) = &mut self.kind {
             let r = g.sync_all();
             self.kind = Kind::Done;
@@ -627,6 +631,7 @@ impl Extended {
         local_offset: u64,
         len: u64,
     ) -> Result<(), ExtError> {
+        not_in_handler("put_from_segment")?;
         self.sh
             .seg_nb("put_from_segment", true, rank, offset, local_offset, len)?
             .wait()
@@ -653,6 +658,7 @@ impl Extended {
         offset: u64,
         len: u64,
     ) -> Result<(), ExtError> {
+        not_in_handler("get_to_segment")?;
         self.sh
             .seg_nb("get_to_segment", false, rank, offset, local_offset, len)?
             .wait()

@@ -665,16 +665,19 @@ nbi_ops!(AccessRegion);
 impl<'a> Nbi<'a> {
     /// Waits for every put (and memset) issued through this context.
     pub fn sync_nbi_puts(&mut self) -> Result<(), ExtError> {
+        crate::explicit::not_in_handler("sync_nbi_puts")?;
         self.g.sync_puts("sync_nbi_puts")
     }
 
     /// Waits for every get issued through this context and fills their destinations.
     pub fn sync_nbi_gets(&mut self) -> Result<(), ExtError> {
+        crate::explicit::not_in_handler("sync_nbi_gets")?;
         self.g.sync_gets("sync_nbi_gets")
     }
 
     /// Both syncs; the first error after both.
     pub fn sync_nbi_all(&mut self) -> Result<(), ExtError> {
+        crate::explicit::not_in_handler("sync_nbi_all")?;
         self.g.sync_all()
     }
 

@@ -510,9 +510,9 @@ fn barrier(ext: &Extended) -> Res {
 const PROBE: u8 = 128;
 const PROBE_REPLY: u8 = 129;
 
-/// The probe handlers: the request handler tries a blocking put, a poll and a blocking get
-/// (each must fail with
-/// `InHandler`) and replies with the count; the reply stores count + 1 in `probe`.
+/// The probe handlers: the request handler tries a blocking put, a poll, a blocking get, a
+/// blocking put from the segment and a blocking memset (each must fail with `InHandler`, on
+/// every path) and replies with the count; the reply stores count + 1 in `probe`.
 fn probe_handlers(ext: Arc<OnceLock<Extended>>, probe: Arc<AtomicU32>) -> Vec<Handler> {
     let req = Handler::new("probe", Category::Short, move |t, _, _| {
         let Some(ext) = ext.get() else { return };
@@ -525,6 +525,16 @@ fn probe_handlers(ext: Arc<OnceLock<Extended>>, probe: Arc<AtomicU32>) -> Vec<Ha
         }
         let mut b = [0u8; 4];
         if let Err(ExtError::InHandler { call: "get" }) = ext.get(&mut b, t.source(), 0) {
+            refused += 1;
+        }
+        // A node peer's segment form completes at once, and is refused all the same.
+        if let Err(ExtError::InHandler {
+            call: "put_from_segment",
+        }) = ext.put_from_segment(t.source(), 0, 0, 8)
+        {
+            refused += 1;
+        }
+        if let Err(ExtError::InHandler { .. }) = ext.memset(t.source(), 0, 0, 8) {
             refused += 1;
         }
         let _ = t.reply_short(PROBE_REPLY, &[refused]);
@@ -650,9 +660,9 @@ fn errors(ext: &Extended, probe: &AtomicU32) -> Res {
         ext.poll().map_err(e2s("poll for the probe reply"))?;
     }
     let refused = probe.load(Ordering::Acquire) - 1;
-    if refused != 3 {
+    if refused != 5 {
         return Err(format!(
-            "{refused} of 3 waits inside a handler were refused with InHandler"
+            "{refused} of 5 waits inside a handler were refused with InHandler"
         ));
     }
     println!("rank {me}: errors ok");
