@@ -338,10 +338,17 @@ impl Inner {
             Protocol::Long | Protocol::LongPacked => Category::Long,
         };
         let args = &p.args[..p.argc];
-        if category == Category::Medium {
-            BODY.with(|buf| {
+        // Medium and LONG_PACKED payloads are still in BODY (the message was copied there
+        // just before); a LONG payload is only in the segment.
+        let prefix = match p.protocol {
+            Protocol::Medium => Some(args.len() * 4),
+            Protocol::LongPacked => Some(args.len() * 4 + 8),
+            Protocol::Short | Protocol::Long => None,
+        };
+        match prefix {
+            Some(at) => BODY.with(|buf| {
                 let buf = buf.borrow();
-                let payload = buf.get(args.len() * 4..).unwrap_or(&[]);
+                let payload = buf.get(at..).unwrap_or(&[]);
                 self.dispatch(
                     att,
                     p.source,
@@ -350,11 +357,10 @@ impl Inner {
                     p.handler,
                     args,
                     p.long,
-                    payload,
+                    Some(payload),
                 )
-            })
-        } else {
-            self.dispatch(
+            }),
+            None => self.dispatch(
                 att,
                 p.source,
                 p.direction,
@@ -362,13 +368,14 @@ impl Inner {
                 p.handler,
                 args,
                 p.long,
-                &[],
-            )
+                None,
+            ),
         }
     }
 
-    /// Checks the handler and calls it. `medium` is the Medium payload; a Long payload is read
-    /// from the segment at `long = (offset, len)`.
+    /// Checks the handler and calls it. `carried` is the payload when the caller has it in
+    /// hand (Medium, LONG_PACKED, shared-memory Medium); otherwise a Long payload is read from
+    /// the segment at `long = (offset, len)`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn dispatch(
         &self,
@@ -379,7 +386,7 @@ impl Inner {
         handler: u8,
         args: &[u32],
         long: Option<(u64, u64)>,
-        medium: &[u8],
+        carried: Option<&[u8]>,
     ) {
         let Some(entry) = att.handlers.get(handler) else {
             self.fatal(&format!(
@@ -410,7 +417,8 @@ impl Inner {
         Counters::bump(&self.stats.handled);
         match category {
             Category::Short => func(&token, args, &[]),
-            Category::Medium => func(&token, args, medium),
+            Category::Medium => func(&token, args, carried.unwrap_or(&[])),
+            Category::Long if carried.is_some() => func(&token, args, carried.unwrap_or(&[])),
             Category::Long => {
                 let (offset, len) = long.unwrap_or((0, 0));
                 // The payload is in the segment; hand the handler a copy of it (a reused

@@ -168,11 +168,11 @@ impl Inner {
                     Ok(None) => break,
                     Err(e) => self.fatal(&format!("shared-memory queue is corrupt: {e}")),
                 };
-                let (category, long, medium) = match msg.body() {
-                    Body::Short => (Category::Short, None, &[][..]),
-                    Body::Medium(p) => (Category::Medium, None, p),
+                let (category, long, carried) = match msg.body() {
+                    Body::Short => (Category::Short, None, None),
+                    Body::Medium(p) => (Category::Medium, None, Some(p)),
                     Body::Long { offset, len } => {
-                        (Category::Long, Some((offset, u64::from(len))), &[][..])
+                        (Category::Long, Some((offset, u64::from(len))), None)
                     }
                 };
                 debug_assert_eq!(
@@ -191,7 +191,7 @@ impl Inner {
                     msg.handler(),
                     msg.args(),
                     long,
-                    medium,
+                    carried,
                 );
                 ran += 1;
             }
