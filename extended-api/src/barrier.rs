@@ -98,6 +98,9 @@ pub(crate) struct Barrier {
     inbox: Mutex<Inbox>,
     phase: Mutex<Phase>,
     /// The last epoch whose every round is merged (read inside waits without the lock).
+    /// Stored with `Release` after the merged result is written under `phase`'s lock, loaded
+    /// with `Acquire`, so a waiter that sees the epoch also sees the result (and mismatch flag)
+    /// it then reads.
     complete: AtomicU32,
 }
 

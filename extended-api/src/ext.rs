@@ -62,6 +62,8 @@ pub(crate) struct Shared {
     /// Full events (ACK/REPLY) of explicit operations.
     pub(crate) xeq: EqHandle,
     /// Network operations reporting to `xeq` and not yet drained (bounded by its length).
+    /// Every access is `Relaxed`: the counter only bounds how many events can be queued; the
+    /// events themselves are published and read under the interface lock, which orders them.
     pub(crate) credits: AtomicUsize,
     pub(crate) credit_cap: usize,
     /// The small-landing region and its descriptor (reporting to `xeq`).

@@ -125,6 +125,7 @@ impl Interface {
     /// An interface on `link`.
     pub fn new(cfg: InterfaceConfig, link: Box<dyn Link>) -> PtlResult<Interface> {
         let local = link.local_id();
+        // Relaxed: the id only has to be unique, which the atomic increment guarantees.
         let id = NEXT_INTERFACE_ID.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
         let transport = Transport::new(
@@ -285,6 +286,7 @@ impl Interface {
         let start = Instant::now();
         let deadline = timeout.map(|t| start + t);
         let spin_until = start + self.inner.spin;
+        // Relaxed: the waiter count is only a hint for how long a wait may block.
         self.inner.waiters.fetch_add(1, Ordering::Relaxed);
         let _guard = WaiterGuard(&self.inner.waiters);
         loop {
@@ -379,6 +381,7 @@ const _: () = {
 struct WaiterGuard<'a>(&'a AtomicUsize);
 impl Drop for WaiterGuard<'_> {
     fn drop(&mut self) {
+        // Relaxed: see `wait_for`; the count is a hint, not a synchronisation point.
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
