@@ -252,12 +252,15 @@ impl Client {
         // one for the acknowledgements of what this rank sends.
         let am_eq = am_ni.eq_alloc(cfg.am_event_queue_length)?;
         let send_eq = am_ni.eq_alloc(cfg.am_event_queue_length)?;
-        am_ni.pt_alloc(PtOptions::FLOWCTRL, Some(am_eq), AM_PT)?;
-        am_ni.pt_alloc(PtOptions::FLOWCTRL, Some(am_eq), LONG_DATA_PT)?;
+        // An AM sender waits for no ACK (it only frees the send buffer), so the target's ACK
+        // may wait for the next message to that sender: a reply's ACK rides the next request.
+        let am_pt_options = PtOptions::FLOWCTRL | PtOptions::LAZY_ACK;
+        am_ni.pt_alloc(am_pt_options, Some(am_eq), AM_PT)?;
+        am_ni.pt_alloc(am_pt_options, Some(am_eq), LONG_DATA_PT)?;
 
         let mut recv = RecvState::new(cfg.am_num_entries);
         for block in 0..cfg.am_num_entries {
-            let region = Region::new(cfg.am_buffer_size);
+            let region = buffer_region(cfg.am_buffer_size);
             let me = am_ni.me_append(
                 AM_PT,
                 am_block_spec(&region),
@@ -468,4 +471,14 @@ impl Client {
             .get()
             .map_or(0, |a| crate::send::lock(&a.send).in_flight())
     }
+}
+
+/// A region for AM buffers (send slots, receive blocks): an anonymous mapping whose large
+/// copies are `memcpy` ([`rgasnet_pshm::fast_region`]); a heap region if the mapping fails
+/// (same behaviour, slower copies of large Mediums).
+pub(crate) fn buffer_region(len: usize) -> Region {
+    rgasnet_pshm::fast_region(len).unwrap_or_else(|e| {
+        tracing::debug!(error = %e, "AM buffers fall back to the heap");
+        Region::new(len)
+    })
 }

@@ -25,6 +25,8 @@ use crate::token::Token;
 
 /// Events handled per `poll()` call at most.
 const POLL_BATCH: usize = 64;
+/// Rounds of network receive + drain per `poll()` call at most.
+const NET_ROUNDS: usize = 64;
 
 thread_local! {
     /// Handlers running on this thread (nested only through self-sends, which are queued, so
@@ -134,13 +136,32 @@ impl Inner {
         // One round of network progress, then drain what it produced. The acknowledgements it
         // makes due are held back until the handlers have run, so that a reply and the
         // acknowledgement of its request leave in one datagram.
+        // A round stops receiving as soon as a message made an event, so a handler (and the
+        // reply it sends) runs before the next receive system call, which is usually empty.
         let iface = self.am_ni.interface();
-        iface
-            .progress_holding()
-            .map_err(|source| AmError::Portals { call, source })?;
-        let r = self.drain_network(call, att);
+        let mut ran = ran;
+        let mut result = Ok(());
+        for _ in 0..NET_ROUNDS {
+            let arrived = match iface.progress_holding_until_event() {
+                Ok(a) => a,
+                Err(source) => {
+                    result = Err(AmError::Portals { call, source });
+                    break;
+                }
+            };
+            match self.drain_network(call, att) {
+                Ok(n) => ran += n,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+            if !arrived || ran >= POLL_BATCH {
+                break;
+            }
+        }
         iface.flush();
-        Ok(ran + r?)
+        result.map(|()| ran)
     }
 
     fn drain_network(&self, call: &'static str, att: &Attached) -> Result<usize, AmError> {

@@ -14,6 +14,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::time::{Duration, Instant};
 
 use rgasnet_portals::engine::{EqGet, MdHandle, MdSpec, PutArgs, RemoteAddr};
+use rgasnet_portals::memory::BULK_COPY_MIN;
 use rgasnet_portals::{AckReq, EventKind, MdOptions, NiFail, ProcessId, Region};
 
 use crate::client::{Inner, AM_PT, LONG_DATA_PT, MAX_BODY, MAX_LONG, MAX_MEDIUM};
@@ -73,8 +74,8 @@ thread_local! {
 impl SendState {
     pub(crate) fn new() -> SendState {
         SendState {
-            small: Region::new(SMALL_SLOTS * SMALL_SLOT),
-            large: Region::new(LARGE_SLOTS * LARGE_SLOT),
+            small: crate::client::buffer_region(SMALL_SLOTS * SMALL_SLOT),
+            large: crate::client::buffer_region(LARGE_SLOTS * LARGE_SLOT),
             free_small: (0..SMALL_SLOTS as u32).rev().collect(),
             free_large: (0..LARGE_SLOTS as u32).rev().collect(),
             inflight: HashMap::new(),
@@ -230,8 +231,17 @@ impl Inner {
             hdr_data = self.send_long_data(call, dest, payload, long_offset.unwrap_or(0))?;
         }
         let body_len = payload::body_len(&header) as usize;
-        self.send_body(call, dest, bits.raw(), hdr_data, body_len, |buf| {
-            payload::encode(buf, protocol, args, long_offset, payload)
+        // A large carried payload goes from the caller's buffer straight into the send slot
+        // (a bulk copy) after the encoded prefix, instead of through the encoding buffer.
+        let carried = matches!(protocol, Protocol::Medium | Protocol::LongPacked);
+        let tail = if carried && payload.len() >= BULK_COPY_MIN {
+            payload
+        } else {
+            &[]
+        };
+        let inline = if tail.is_empty() { payload } else { &[] };
+        self.send_body(call, dest, bits.raw(), hdr_data, body_len, tail, |buf| {
+            payload::encode(buf, protocol, args, long_offset, inline)
         })
     }
 
@@ -302,7 +312,9 @@ impl Inner {
     }
 
     /// Reserves a send slot for a body of `body_len` bytes (polling while none is free), has
-    /// `encode` write the body, copies it into the slot and puts it to `dest`'s AM portal.
+    /// `encode` write the body up to `tail`, copies both into the slot and puts it to
+    /// `dest`'s AM portal.
+    #[allow(clippy::too_many_arguments)]
     fn send_body(
         &self,
         call: &'static str,
@@ -310,6 +322,7 @@ impl Inner {
         match_bits: u64,
         hdr_data: u64,
         body_len: usize,
+        tail: &[u8],
         encode: impl FnOnce(&mut Vec<u8>),
     ) -> Result<(), AmError> {
         let att = self.attached(call)?;
@@ -365,8 +378,9 @@ impl Inner {
         let written = ENCODE.with(|buf| {
             let mut buf = buf.borrow_mut();
             encode(&mut buf);
-            debug_assert_eq!(buf.len(), body_len);
-            region.write(offset as usize, &buf)
+            debug_assert_eq!(buf.len() + tail.len(), body_len);
+            region.write(offset as usize, &buf)?;
+            region.write(offset as usize + buf.len(), tail)
         });
         if written.is_err() {
             self.fatal("send slot outside its buffer");

@@ -268,6 +268,19 @@ impl Interface {
             .map(|_| ())
     }
 
+    /// [`Interface::progress_holding`] that returns as soon as a received message posted an
+    /// event, so that its consumer (an AM handler) runs before the next, usually empty,
+    /// `recv` system call. Returns whether any datagram arrived.
+    pub fn progress_holding_until_event(&self) -> PtlResult<bool> {
+        let mut st = self.lock();
+        let mut received = false;
+        let before = st.stack.engine.stats().events_posted;
+        self.progress_until(&mut st, &mut received, false, &mut |e| {
+            Ok((e.stats().events_posted != before).then_some(()))
+        })?;
+        Ok(received)
+    }
+
     /// Transmits everything queued (after [`Interface::progress_holding`]).
     pub fn flush(&self) {
         let mut st = self.lock();

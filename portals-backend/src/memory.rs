@@ -62,6 +62,13 @@ pub trait Memory: Send + Sync {
         false
     }
 
+    /// Optional bulk append of `len` bytes from byte `offset` (already checked) to `out`,
+    /// without zeroing room for them first; see [`Memory::write_bytes`].
+    fn append_bytes(&self, offset: usize, len: usize, out: &mut Vec<u8>) -> bool {
+        let _ = (offset, len, out);
+        false
+    }
+
     /// Optional bulk copy of `len` bytes from byte `src_offset` of `src` (another region's
     /// words, already bounds-checked) to byte `offset` of this memory; see
     /// [`Memory::write_bytes`].
@@ -80,6 +87,10 @@ pub trait Memory: Send + Sync {
 /// Copies shorter than this always use the atomic word loop; longer ones may use the storage's
 /// bulk copy ([`Memory::write_bytes`]).
 pub const BULK_COPY_MIN: usize = 4096;
+
+/// Below this many bytes [`Region::append_to`] appends word by word instead of through a
+/// 4 KiB stack buffer (whose zeroing would dominate a small message).
+const SHORT_APPEND: usize = 512;
 
 struct HeapMemory(Box<[AtomicU64]>);
 
@@ -305,12 +316,16 @@ impl Region {
             }
             done += words * 8;
         }
-        let mut buf = [0u8; 4096];
-        while done < len {
-            let n = (len - done).min(buf.len());
-            src.read(src_offset + done, &mut buf[..n])?;
-            self.write(offset + done, &buf[..n])?;
-            done += n;
+        if done < len {
+            // Misaligned relative to each other (or the tail): through a stack buffer, made
+            // only here because zeroing it costs more than a small aligned copy.
+            let mut buf = [0u8; 4096];
+            while done < len {
+                let n = (len - done).min(buf.len());
+                src.read(src_offset + done, &mut buf[..n])?;
+                self.write(offset + done, &buf[..n])?;
+                done += n;
+            }
         }
         Ok(())
     }
@@ -325,6 +340,9 @@ impl Region {
     ) -> Result<(), OutOfBounds> {
         self.check(offset as u64, len as u64)?;
         if len >= BULK_COPY_MIN {
+            if self.inner.memory.append_bytes(offset, len, out) {
+                return Ok(());
+            }
             let start = out.len();
             out.resize(start + len, 0);
             if self.inner.memory.read_bytes(offset, &mut out[start..]) {
@@ -339,16 +357,26 @@ impl Region {
             out.push(byte_of(words[pos / 8].load(DATA), pos % 8));
             pos += 1;
         }
-        // Whole words through a small stack buffer: the tight zipped loop of `read` fills it,
-        // and appending it is a memcpy from L1 (per-word appends check capacity every time).
-        let mut chunk = [0u8; 4096];
-        while end - pos >= 8 {
-            let n = ((end - pos) / 8).min(chunk.len() / 8);
-            for (d, w) in chunk.chunks_exact_mut(8).zip(&words[pos / 8..pos / 8 + n]) {
-                d.copy_from_slice(&w.load(DATA).to_le_bytes());
+        if end - pos < SHORT_APPEND {
+            // A short run word by word: zeroing a stack buffer would cost more than the copy.
+            let whole = (end - pos) / 8;
+            for w in &words[pos / 8..pos / 8 + whole] {
+                out.extend_from_slice(&w.load(DATA).to_le_bytes());
             }
-            out.extend_from_slice(&chunk[..n * 8]);
-            pos += n * 8;
+            pos += whole * 8;
+        } else {
+            // Whole words through a stack buffer: the tight zipped loop of `read` fills it,
+            // and appending it is a memcpy from L1 (per-word appends check capacity every
+            // time).
+            let mut chunk = [0u8; 4096];
+            while end - pos >= 8 {
+                let n = ((end - pos) / 8).min(chunk.len() / 8);
+                for (d, w) in chunk.chunks_exact_mut(8).zip(&words[pos / 8..pos / 8 + n]) {
+                    d.copy_from_slice(&w.load(DATA).to_le_bytes());
+                }
+                out.extend_from_slice(&chunk[..n * 8]);
+                pos += n * 8;
+            }
         }
         if pos < end {
             let w = words[pos / 8].load(DATA).to_le_bytes();

@@ -4,11 +4,17 @@
 //! transport's peer failure into failed operations. The UDP driver ([`crate::interface`]) and
 //! the simulated-network tests both drive a `Stack`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::engine::Engine;
 use crate::transport::{Transport, TransportError, TransportEvent};
 use crate::types::PhysId;
+
+/// How long a lazy ACK ([`crate::types::PtOptions::LAZY_ACK`]) waits at most for another
+/// message to the same peer to leave with. Long enough to cover a request/reply round trip
+/// (a ping-pong's next request then carries the previous reply's ACK), short enough that a
+/// sender's buffers come back soon when no traffic follows.
+pub const DEFAULT_LAZY_ACK_DELAY: Duration = Duration::from_micros(100);
 
 /// Engine + transport of one interface.
 pub struct Stack {
@@ -17,6 +23,11 @@ pub struct Stack {
     /// Reliable delivery to other interfaces.
     pub transport: Transport,
     local: PhysId,
+    /// Lazy ACKs held back, in the order the engine made them.
+    lazy: Vec<(PhysId, Vec<u8>)>,
+    /// When the oldest held lazy ACK must leave.
+    lazy_deadline: Option<Instant>,
+    lazy_delay: Duration,
 }
 
 impl Stack {
@@ -27,7 +38,16 @@ impl Stack {
             engine,
             transport,
             local,
+            lazy: Vec::new(),
+            lazy_deadline: None,
+            lazy_delay: DEFAULT_LAZY_ACK_DELAY,
         }
+    }
+
+    /// Sets how long a lazy ACK may wait for company ([`DEFAULT_LAZY_ACK_DELAY`]; zero sends
+    /// each at once).
+    pub fn set_lazy_ack_delay(&mut self, delay: Duration) {
+        self.lazy_delay = delay;
     }
 
     /// The interface's physical id.
@@ -39,6 +59,9 @@ impl Stack {
     /// engine's outgoing messages into the transport (or back into the engine when addressed
     /// to this interface), and the transport's delivered messages and peer failures into the
     /// engine. Call after every API call and after feeding datagrams or timeouts.
+    ///
+    /// A lazy ACK is held until another message goes to the same peer (it then leaves first,
+    /// in the same datagram) or its delay runs out ([`Stack::poll_timeout`] includes it).
     pub fn pump(&mut self, now: Instant) {
         loop {
             let mut progressed = false;
@@ -48,17 +71,23 @@ impl Stack {
                     self.engine.handle_message(self.local, &message);
                     continue;
                 }
-                match self.transport.send(now, dest, message) {
-                    Ok(()) => {}
-                    Err(TransportError::PeerFailed { .. }) => self.engine.handle_peer_failed(dest),
-                    Err(e) => {
-                        // A message the transport refuses (too large) cannot be delivered: fail
-                        // the operations to that peer rather than lose them silently. The
-                        // engine's own limits keep this from happening.
-                        tracing::error!(%dest, error = %e, "transport refused a message");
-                        self.engine.handle_peer_failed(dest);
-                    }
+                self.release_lazy(now, Some(dest));
+                self.send(now, dest, message);
+            }
+            while let Some((dest, message)) = self.engine.poll_lazy_outgoing() {
+                progressed = true;
+                if dest == self.local || self.lazy_delay.is_zero() {
+                    self.release_lazy(now, Some(dest));
+                    self.send(now, dest, message);
+                    continue;
                 }
+                if self.lazy.is_empty() {
+                    self.lazy_deadline = Some(now + self.lazy_delay);
+                }
+                self.lazy.push((dest, message));
+            }
+            if self.lazy_deadline.is_some_and(|d| d <= now) {
+                self.release_lazy(now, None);
             }
             while let Some(ev) = self.transport.poll_event() {
                 progressed = true;
@@ -66,7 +95,7 @@ impl Stack {
                     TransportEvent::Delivered { from, message } => {
                         self.engine.handle_message(from, &message)
                     }
-                    TransportEvent::PeerFailed { peer } => self.engine.handle_peer_failed(peer),
+                    TransportEvent::PeerFailed { peer } => self.peer_failed(peer),
                 }
             }
             if !progressed {
@@ -75,9 +104,66 @@ impl Stack {
         }
     }
 
+    /// Hands a message to the transport (or back to the engine when it is for this interface).
+    fn send(&mut self, now: Instant, dest: PhysId, message: Vec<u8>) {
+        if dest == self.local {
+            self.engine.handle_message(self.local, &message);
+            return;
+        }
+        match self.transport.send(now, dest, message) {
+            Ok(()) => {}
+            Err(TransportError::PeerFailed { .. }) => self.peer_failed(dest),
+            Err(e) => {
+                // A message the transport refuses (too large) cannot be delivered: fail the
+                // operations to that peer rather than lose them silently. The engine's own
+                // limits keep this from happening.
+                tracing::error!(%dest, error = %e, "transport refused a message");
+                self.peer_failed(dest);
+            }
+        }
+    }
+
+    fn peer_failed(&mut self, peer: PhysId) {
+        self.lazy.retain(|(p, _)| *p != peer);
+        if self.lazy.is_empty() {
+            self.lazy_deadline = None;
+        }
+        self.engine.handle_peer_failed(peer);
+    }
+
+    /// Sends the held lazy ACKs to `peer` (every peer when `None`), oldest first.
+    fn release_lazy(&mut self, now: Instant, peer: Option<PhysId>) {
+        if self.lazy.is_empty() {
+            return;
+        }
+        let held = std::mem::take(&mut self.lazy);
+        for (dest, message) in held {
+            if peer.is_none_or(|p| p == dest) {
+                self.send(now, dest, message);
+            } else {
+                self.lazy.push((dest, message));
+            }
+        }
+        if self.lazy.is_empty() {
+            self.lazy_deadline = None;
+        }
+    }
+
+    /// Lazy ACKs held back at the moment.
+    pub fn lazy_held(&self) -> usize {
+        self.lazy.len()
+    }
+
     /// Feeds one received datagram (call [`Stack::pump`] after a batch).
+    ///
+    /// Each message the datagram completes goes straight to the engine, borrowed from the
+    /// datagram: a deposit is the only copy of its payload on the way in.
     pub fn handle_datagram(&mut self, now: Instant, from: PhysId, datagram: &[u8]) {
-        self.transport.handle_datagram(now, from, datagram);
+        let engine = &mut self.engine;
+        self.transport
+            .handle_datagram_with(now, from, datagram, &mut |from, message| {
+                engine.handle_message(from, message)
+            });
     }
 
     /// Runs expired timers, then pumps.
@@ -93,7 +179,10 @@ impl Stack {
 
     /// The earliest time [`Stack::handle_timeout`] must be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.transport.poll_timeout()
+        match (self.transport.poll_timeout(), self.lazy_deadline) {
+            (Some(t), Some(l)) => Some(t.min(l)),
+            (t, l) => t.or(l),
+        }
     }
 }
 

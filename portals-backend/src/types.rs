@@ -224,6 +224,12 @@ bitflags! {
         const MATCH_UNORDERED = 1 << 3;
         /// Allocate the PT disabled.
         const ALLOC_DISABLED = 1 << 4;
+        /// rgasnet extension, not in Portals 4: the initiators of puts to this PT do not wait
+        /// for their acknowledgements (an AM sender only frees a send buffer with it), so a
+        /// successful ACK may be held back for a short while ([`crate::stack::Stack`]'s lazy
+        /// delay) and leave in the same datagram as the next message to that initiator.
+        /// Refusals are never delayed.
+        const LAZY_ACK = 1 << 16;
     }
 }
 

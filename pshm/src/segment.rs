@@ -246,6 +246,32 @@ impl rgasnet_portals::memory::Memory for SegmentMemory {
         true
     }
 
+    fn append_bytes(&self, offset: usize, len: usize, out: &mut Vec<u8>) -> bool {
+        if cfg!(target_endian = "big") {
+            return false;
+        }
+        let words = self.words();
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > words.len() * 8)
+        {
+            return false;
+        }
+        out.reserve(len);
+        let start = out.len();
+        // SAFETY: the source range lies inside the mapped words (checked above) and every byte
+        // of the mapping is initialised; `reserve` made room for `len` more bytes after
+        // `start` in `out`'s own allocation, which cannot overlap the mapping. After the copy
+        // those bytes are initialised, so the new length is sound. Racing writes to the same
+        // source bytes are excluded by the contract above.
+        unsafe {
+            let src = words.as_ptr().cast::<u8>().add(offset);
+            std::ptr::copy_nonoverlapping(src, out.as_mut_ptr().add(start), len);
+            out.set_len(start + len);
+        }
+        true
+    }
+
     fn read_bytes(&self, offset: usize, dst: &mut [u8]) -> bool {
         if cfg!(target_endian = "big") {
             return false;
@@ -267,6 +293,25 @@ impl rgasnet_portals::memory::Memory for SegmentMemory {
         }
         true
     }
+}
+
+/// A [`rgasnet_portals::Region`] of `len` bytes in a fresh anonymous mapping of this process,
+/// zero-filled by the kernel page by page, whose bulk copies (of at least
+/// [`rgasnet_portals::memory::BULK_COPY_MIN`] bytes) are `memcpy` instead of the word loop of a
+/// heap region. The conduit keeps its AM send buffers and receive blocks in such regions: a
+/// maximal Medium is copied into a send buffer, out of it into a datagram, into a receive block
+/// and out of it again, so the copy speed is the Medium round trip.
+pub fn fast_region(len: usize) -> Result<rgasnet_portals::Region, SetupError> {
+    let mapped = len.next_multiple_of(8).max(8);
+    let mapping = Mapping::anonymous(mapped)?;
+    let memory = SegmentMemory {
+        mapping: Arc::new(mapping),
+        first: 0,
+        words: mapped / 8,
+    };
+    rgasnet_portals::Region::with_memory(Box::new(memory), len).ok_or_else(|| {
+        SetupError::Config(format!("a region of {len} bytes does not fit its mapping"))
+    })
 }
 
 /// Fails with [`SetupError::NoSpace`] unless [`SHM_DIR`] has at least `needed` free bytes for

@@ -18,6 +18,7 @@ impl Engine {
             return false;
         }
         q.events.push_back(ev);
+        self.stats.events_posted += 1;
         true
     }
 

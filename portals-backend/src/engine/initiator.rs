@@ -418,6 +418,7 @@ impl Engine {
     /// drops queued messages to it.
     pub fn handle_peer_failed(&mut self, peer: PhysId) {
         self.outgoing.retain(|(p, _)| *p != peer);
+        self.lazy_outgoing.retain(|(p, _)| *p != peer);
         let Some(ids) = self.by_peer.remove(&peer) else {
             return;
         };

@@ -82,6 +82,8 @@ pub struct Engine {
     by_peer: HashMap<PhysId, HashSet<u64>>,
     next_op_id: u64,
     outgoing: VecDeque<(PhysId, Vec<u8>)>,
+    /// Successful ACKs of puts to [`crate::types::PtOptions::LAZY_ACK`] portals, which may wait for company.
+    lazy_outgoing: VecDeque<(PhysId, Vec<u8>)>,
     stats: EngineStats,
 }
 
@@ -136,6 +138,7 @@ impl Engine {
             by_peer: HashMap::new(),
             next_op_id: 1,
             outgoing: VecDeque::new(),
+            lazy_outgoing: VecDeque::new(),
             stats: EngineStats::default(),
         }
     }
@@ -282,6 +285,13 @@ impl Engine {
     /// The next message to hand to the transport: destination interface and bytes.
     pub fn poll_outgoing(&mut self) -> Option<(PhysId, Vec<u8>)> {
         self.outgoing.pop_front()
+    }
+
+    /// The next message that may be held back before it goes to the transport: a successful
+    /// ACK of a put to a [`crate::types::PtOptions::LAZY_ACK`] portal. Whoever drives the engine decides how
+    /// long (the [`crate::stack::Stack`] waits for other traffic to the same peer, bounded).
+    pub fn poll_lazy_outgoing(&mut self) -> Option<(PhysId, Vec<u8>)> {
+        self.lazy_outgoing.pop_front()
     }
 
     /// Processes a message from interface `from`. A message that does not decode is counted

@@ -313,6 +313,8 @@ pub struct EngineStats {
     pub bad_initiator: u64,
     /// Events lost because their EQ was full.
     pub eq_overflows: u64,
+    /// Events posted to event queues (a driver can tell from it that a message produced work).
+    pub events_posted: u64,
     /// Operations failed because their peer was declared failed.
     pub undeliverable: u64,
 }

@@ -44,6 +44,8 @@ struct Matched {
     comm_event: bool,
     unlink: bool,
     unlink_event: bool,
+    /// The PT lets a successful ACK wait ([`PtOptions::LAZY_ACK`]).
+    lazy_ack: bool,
 }
 
 /// Whether an entry's `match_id` admits the initiator (`from`, and its rank on a logical NI).
@@ -98,12 +100,25 @@ impl Engine {
 
     /// Sends a data-less ack or reply (or nothing when none was asked for).
     fn respond(&mut self, to: PhysId, h: &RequestHeader, fail: NiFail, mlength: u64, offset: u64) {
+        if let Some(bytes) = self.response_bytes(h, fail, mlength, offset) {
+            self.outgoing.push_back((to, bytes));
+        }
+    }
+
+    /// The encoded data-less ack or reply to `h` (`None` when none was asked for).
+    fn response_bytes(
+        &self,
+        h: &RequestHeader,
+        fail: NiFail,
+        mlength: u64,
+        offset: u64,
+    ) -> Option<Vec<u8>> {
         let kind = if h.op.has_reply() {
             ResponseKind::Reply
         } else if h.ack_req != AckReq::None {
             ResponseKind::Ack
         } else {
-            return;
+            return None;
         };
         let rh = ResponseHeader {
             kind,
@@ -117,9 +132,7 @@ impl Engine {
             offset,
         };
         // A data-less response always encodes.
-        if let Ok(bytes) = proto::encode_response(&rh, &[]) {
-            self.outgoing.push_back((to, bytes));
-        }
+        proto::encode_response(&rh, &[]).ok()
     }
 
     /// Everything up to and including the choice of entry; no state changes except refusal
@@ -223,6 +236,7 @@ impl Engine {
         }
         let eq = pt.eq;
         let flowctrl = pt.options.contains(PtOptions::FLOWCTRL);
+        let lazy_ack = pt.options.contains(PtOptions::LAZY_ACK);
         let Some((entry, list, offset, mlength)) = found else {
             if refused_perm {
                 return refuse(NiFail::PermViolation, SR_PERM);
@@ -266,6 +280,7 @@ impl Engine {
             comm_event,
             unlink,
             unlink_event,
+            lazy_ack,
         })
     }
 
@@ -397,6 +412,11 @@ impl Engine {
         }
         match response {
             Some(bytes) => self.outgoing.push_back((from, bytes)),
+            None if m.lazy_ack && h.ack_req != AckReq::None && !h.op.has_reply() => {
+                if let Some(bytes) = self.response_bytes(h, NiFail::Ok, m.mlength, m.offset) {
+                    self.lazy_outgoing.push_back((from, bytes));
+                }
+            }
             None => self.respond(from, h, NiFail::Ok, m.mlength, m.offset),
         }
     }

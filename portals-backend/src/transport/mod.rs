@@ -487,8 +487,28 @@ impl Transport {
         self.reschedule(id);
     }
 
-    /// Processes one received datagram from `from`. Bad datagrams are counted and dropped.
+    /// Processes one received datagram from `from`. Bad datagrams are counted and dropped;
+    /// delivered messages become [`TransportEvent::Delivered`] events (copied out of the
+    /// datagram).
     pub fn handle_datagram(&mut self, now: Instant, from: PhysId, datagram: &[u8]) {
+        let mut queued = Vec::new();
+        self.handle_datagram_with(now, from, datagram, &mut |_, m| queued.push(m.to_vec()));
+        for message in queued {
+            self.events
+                .push_back(TransportEvent::Delivered { from, message });
+        }
+    }
+
+    /// [`Transport::handle_datagram`] that hands each delivered message to `sink` as it
+    /// completes, borrowed from the datagram (or the reassembly buffer): no copy and no
+    /// allocation per message. Messages reach `sink` in order, exactly once.
+    pub fn handle_datagram_with(
+        &mut self,
+        now: Instant,
+        from: PhysId,
+        datagram: &[u8],
+        sink: &mut impl FnMut(PhysId, &[u8]),
+    ) {
         self.stats.datagrams_in += 1;
         self.stats.bytes_in += datagram.len() as u64;
         let dg = match Datagram::parse(datagram, self.cfg.job_key) {
@@ -531,12 +551,11 @@ impl Transport {
         let window = self.cfg.window;
         let max_message = self.cfg.max_message;
         let ack_delay = self.cfg.ack_delay;
-        let events = &mut self.events;
         let stats = &mut self.stats;
         let budget = &mut self.budget;
-        let mut deliver = |message: Vec<u8>| {
+        let mut deliver = |message: &[u8]| {
             stats.messages_delivered += 1;
-            events.push_back(TransportEvent::Delivered { from, message });
+            sink(from, message);
         };
         for frame in dg.frames() {
             let Ok(frame) = frame else { break };

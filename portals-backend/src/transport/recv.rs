@@ -128,7 +128,7 @@ impl RecvState {
         self.ranges.clear();
     }
 
-    /// Handles one DATA frame; completed messages are pushed to `deliver`.
+    /// Handles one DATA frame; completed messages are handed to `deliver`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn on_data(
         &mut self,
@@ -138,7 +138,7 @@ impl RecvState {
         max_message: usize,
         ack_delay: Duration,
         budget: &mut Budget,
-        deliver: &mut impl FnMut(Vec<u8>),
+        deliver: &mut impl FnMut(&[u8]),
     ) -> DataOutcome {
         let outcome = self.classify_and_apply(now, frame, window, max_message, budget, deliver);
         match outcome {
@@ -171,7 +171,7 @@ impl RecvState {
         window: usize,
         max_message: usize,
         budget: &mut Budget,
-        deliver: &mut impl FnMut(Vec<u8>),
+        deliver: &mut impl FnMut(&[u8]),
     ) -> DataOutcome {
         let seq = frame.seq;
         if seq < self.cum || self.stash.contains_key(&seq) {
@@ -253,7 +253,7 @@ impl RecvState {
         offset: u32,
         payload: Consumed<'_>,
         budget: &mut Budget,
-        deliver: &mut impl FnMut(Vec<u8>),
+        deliver: &mut impl FnMut(&[u8]),
     ) -> DataOutcome {
         let total_len = total as usize;
         match self.assembly.as_mut() {
@@ -266,7 +266,7 @@ impl RecvState {
                 if payload.len() == total_len {
                     payload.release(budget);
                     self.cum += 1;
-                    deliver(payload.into_vec());
+                    deliver(payload.bytes());
                     return DataOutcome::Accepted;
                 }
                 // First fragment of a multi-fragment message: it needs the whole message's
@@ -306,7 +306,7 @@ impl RecvState {
                 if asm.buf.len() == asm.total {
                     if let Some(a) = self.assembly.take() {
                         budget.release(a.charge);
-                        deliver(a.buf);
+                        deliver(&a.buf);
                     }
                 }
                 DataOutcome::Accepted
@@ -314,7 +314,7 @@ impl RecvState {
         }
     }
 
-    fn drain_stash(&mut self, budget: &mut Budget, deliver: &mut impl FnMut(Vec<u8>)) {
+    fn drain_stash(&mut self, budget: &mut Budget, deliver: &mut impl FnMut(&[u8])) {
         // The first range starts at `cum` exactly when the gap before it just closed.
         let Some((&start, &end)) = self.ranges.first_key_value() else {
             return;
@@ -404,13 +404,6 @@ impl Consumed<'_> {
         match self {
             Consumed::Fresh(_) => {}
             Consumed::Stashed(_, c) | Consumed::StashedFirst(_, c) => budget.release(*c),
-        }
-    }
-
-    fn into_vec(self) -> Vec<u8> {
-        match self {
-            Consumed::Fresh(b) => b.to_vec(),
-            Consumed::Stashed(v, _) | Consumed::StashedFirst(v, _) => v,
         }
     }
 }
