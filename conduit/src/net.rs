@@ -30,6 +30,7 @@ pub(crate) fn open_interface(config: &Config, boot: &Bootstrap) -> Result<Interf
             transport,
             uid: 0,
             spin: rgasnet_portals::udp::DEFAULT_SPIN,
+            background_progress: Some(rgasnet_portals::interface::DEFAULT_BACKGROUND_PROGRESS),
         },
         Box::new(endpoint),
     )?;

@@ -8,8 +8,8 @@
 //! the events already queued, re-post the blocks that unlinked, and re-enable the portal once
 //! the queue is drained.
 
+use hashbrown::HashMap;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 
 use rgasnet_portals::engine::{EqGet, MeHandle};
 use rgasnet_portals::{Event, EventKind, ListKind, NiFail, ProcessId, Region};

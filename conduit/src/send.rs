@@ -10,7 +10,9 @@
 
 use std::cell::RefCell;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
+
+use hashbrown::HashMap;
 use std::time::{Duration, Instant};
 
 use rgasnet_portals::engine::{EqGet, MdHandle, MdSpec, PutArgs, RemoteAddr};
@@ -504,7 +506,10 @@ impl Inner {
                 }
             }
         }
-        // Resends that are due.
+        // Resends that are due (the clock is read only when one is queued).
+        if lock(&att.send).resend.is_empty() {
+            return Ok(());
+        }
         let now = Instant::now();
         loop {
             let args = {

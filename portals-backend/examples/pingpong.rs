@@ -90,6 +90,7 @@ fn open_interface(job_key: u64) -> Result<(Interface, Ni)> {
         uid: 0,
         // The same waiting strategy as the raw baselines (see `udp::DEFAULT_SPIN`).
         spin: DEFAULT_SPIN,
+        background_progress: Some(rgasnet_portals::interface::DEFAULT_BACKGROUND_PROGRESS),
     };
     let iface = Interface::new(cfg, Box::new(ep)).context("opening the interface")?;
     let ni = iface.ni_init(KIND, None).context("opening the NI")?;

@@ -42,6 +42,7 @@ fn config(peer_timeout: Duration) -> InterfaceConfig {
         },
         uid: UID,
         spin: DEFAULT_SPIN,
+        background_progress: Some(rgasnet_portals::interface::DEFAULT_BACKGROUND_PROGRESS),
     }
 }
 

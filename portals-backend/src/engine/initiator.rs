@@ -357,7 +357,6 @@ impl Engine {
                     atomic: o.atomic,
                 },
             );
-            self.by_peer.entry(peer).or_default().insert(op_id);
         }
         Ok(())
     }
@@ -403,7 +402,6 @@ impl Engine {
         let Some(op) = self.pending.remove(&h.op_id) else {
             return;
         };
-        self.unindex_peer(op.peer, h.op_id);
         if consistent {
             self.complete(op, h.ni_fail, h.mlength, h.offset, resp.data);
         } else {
@@ -419,10 +417,14 @@ impl Engine {
     pub fn handle_peer_failed(&mut self, peer: PhysId) {
         self.outgoing.retain(|(p, _)| *p != peer);
         self.lazy_outgoing.retain(|(p, _)| *p != peer);
-        let Some(ids) = self.by_peer.remove(&peer) else {
-            return;
-        };
-        let mut ids: Vec<u64> = ids.into_iter().collect();
+        // A scan of the pending operations: a peer fails rarely, and an index by peer would
+        // cost every operation two hash-set updates.
+        let mut ids: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, op)| op.peer == peer)
+            .map(|(id, _)| *id)
+            .collect();
         ids.sort_unstable();
         for id in ids {
             if let Some(op) = self.pending.remove(&id) {

@@ -30,7 +30,7 @@ mod tests;
 
 use std::collections::VecDeque;
 
-use hashbrown::{HashMap, HashSet};
+use hashbrown::HashMap;
 
 use crate::error::{PtlError, PtlResult};
 use crate::handle::Slab;
@@ -78,8 +78,6 @@ pub struct Engine {
     entries: Slab<EntryState>,
     /// Operations waiting for an ack or reply, by operation id.
     pending: HashMap<u64, PendingOp>,
-    /// The same operations by target interface, so a failed peer fails exactly its operations.
-    by_peer: HashMap<PhysId, HashSet<u64>>,
     next_op_id: u64,
     outgoing: VecDeque<(PhysId, Vec<u8>)>,
     /// Successful ACKs of puts to [`crate::types::PtOptions::LAZY_ACK`] portals, which may wait for company.
@@ -135,7 +133,6 @@ impl Engine {
             mds: Slab::new(interface_id, "MD", slab_limit(cap.max_mds)),
             entries: Slab::new(interface_id, "ME/LE", slab_limit(cap.max_entries)),
             pending: HashMap::new(),
-            by_peer: HashMap::new(),
             next_op_id: 1,
             outgoing: VecDeque::new(),
             lazy_outgoing: VecDeque::new(),
@@ -188,9 +185,7 @@ impl Engine {
             .map(|(id, _)| *id)
             .collect();
         for id in ops {
-            if let Some(op) = self.pending.remove(&id) {
-                self.unindex_peer(op.peer, id);
-            }
+            self.pending.remove(&id);
         }
         macro_rules! purge {
             ($slab:expr) => {{
@@ -287,6 +282,11 @@ impl Engine {
         self.outgoing.pop_front()
     }
 
+    /// Whether [`Engine::poll_outgoing`] or [`Engine::poll_lazy_outgoing`] has anything.
+    pub fn has_outgoing(&self) -> bool {
+        !self.outgoing.is_empty() || !self.lazy_outgoing.is_empty()
+    }
+
     /// The next message that may be held back before it goes to the transport: a successful
     /// ACK of a put to a [`crate::types::PtOptions::LAZY_ACK`] portal. Whoever drives the engine decides how
     /// long (the [`crate::stack::Stack`] waits for other traffic to the same peer, bounded).
@@ -329,14 +329,5 @@ impl Engine {
 
     fn ni_mut(&mut self, call: &'static str, ni: NiHandle) -> PtlResult<&mut NiState> {
         self.nis.get_mut(call, ni)
-    }
-
-    fn unindex_peer(&mut self, peer: PhysId, id: u64) {
-        if let Some(set) = self.by_peer.get_mut(&peer) {
-            set.remove(&id);
-            if set.is_empty() {
-                self.by_peer.remove(&peer);
-            }
-        }
     }
 }

@@ -715,6 +715,12 @@ impl Transport {
         self.stats.bytes_out += out.len() as u64;
     }
 
+    /// Whether a peer may have a datagram to send now ([`Transport::poll_transmit`] would
+    /// look at it); `false` means a transmit call would find nothing.
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty() || !self.resets.is_empty()
+    }
+
     /// The next event for the layer above.
     pub fn poll_event(&mut self) -> Option<TransportEvent> {
         self.events.pop_front()
