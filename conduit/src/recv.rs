@@ -129,6 +129,7 @@ fn source_rank(ev: &Event) -> u32 {
 impl Inner {
     pub(crate) fn poll_internal(&self, call: &'static str) -> Result<usize, AmError> {
         let att = self.attached(call)?;
+        self.flush_deferred_replies(att);
         let ran = self.poll_shm(att);
         if !self.net_peers {
             return Ok(ran);
@@ -149,14 +150,17 @@ impl Inner {
                     break;
                 }
             };
-            match self.drain_network(call, att) {
-                Ok(n) => ran += n,
+            let handled = match self.drain_network(call, att) {
+                Ok(n) => n,
                 Err(e) => {
                     result = Err(e);
                     break;
                 }
-            }
-            if !arrived || ran >= POLL_BATCH {
+            };
+            ran += handled;
+            // Once handlers ran, return: the caller is usually waiting for exactly that (a
+            // reply), and another round would cost it a receive system call first.
+            if !arrived || handled > 0 || ran >= POLL_BATCH {
                 break;
             }
         }

@@ -5,8 +5,9 @@
 //! Routing order for every destination: a supernode member (this rank included) goes through
 //! shared memory; any other rank through the Portals network layer.
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use rgasnet_portals::Region;
 use rgasnet_pshm::{AmCategory, AmMessage, Body, Node, NodeConfig, Receiver, SendError};
@@ -20,14 +21,53 @@ use crate::stats::Counters;
 
 /// Messages taken from each shared-memory queue per `poll()`.
 const SHM_BATCH: usize = 64;
-/// How long a reply sent from inside a handler waits for room in a full reply queue before the
-/// job is stopped (the peer is not draining its replies: it is stuck or dead).
-const REPLY_PATIENCE: Duration = Duration::from_secs(30);
 
 /// This rank's membership in a supernode of more than one rank.
 pub(crate) struct Shm {
     pub(crate) node: Node,
     pub(crate) rx: Mutex<Receiver>,
+    /// Replies that handlers could not enqueue (the peer's reply queue was full), sent in
+    /// order by the next polls. A handler may not wait: the peer may itself be inside a
+    /// handler that waits for room in this rank's queue, which only this rank's poll makes.
+    deferred: Mutex<VecDeque<DeferredReply>>,
+    /// Whether `deferred` may hold anything: a look without the lock for idle polls.
+    /// Relaxed: it is a hint; the queue itself is only read and written under its lock.
+    has_deferred: AtomicBool,
+}
+
+/// A reply waiting in [`Shm::deferred`], owning its arguments and payload.
+struct DeferredReply {
+    dest: u32,
+    handler: u8,
+    args: Vec<u32>,
+    body: OwnedBody,
+}
+
+enum OwnedBody {
+    Short,
+    Medium(Vec<u8>),
+    /// The payload is already in the destination's segment; only the header waits.
+    Long {
+        offset: u64,
+        len: u32,
+    },
+}
+
+impl DeferredReply {
+    fn message(&self) -> AmMessage<'_> {
+        AmMessage {
+            handler: self.handler,
+            args: &self.args,
+            body: match &self.body {
+                OwnedBody::Short => Body::Short,
+                OwnedBody::Medium(p) => Body::Medium(p),
+                OwnedBody::Long { offset, len } => Body::Long {
+                    offset: *offset,
+                    len: *len,
+                },
+            },
+        }
+    }
 }
 
 /// Sets up shared memory for the supernode `members` (which includes `rank`) and returns this
@@ -63,6 +103,8 @@ pub(crate) fn attach(
         Some(Shm {
             node,
             rx: Mutex::new(rx),
+            deferred: Mutex::new(VecDeque::new()),
+            has_deferred: AtomicBool::new(false),
         }),
     ))
 }
@@ -117,7 +159,11 @@ impl Inner {
             args,
             body,
         };
-        let started = Instant::now();
+        if direction == Direction::Reply && shm.has_deferred.load(Ordering::Relaxed) {
+            // Earlier replies are still waiting: keep the order.
+            self.defer_reply(shm, dest, &msg);
+            return Ok(());
+        }
         loop {
             let sent = match direction {
                 Direction::Request => shm.node.try_send_request(dest, &msg),
@@ -129,22 +175,58 @@ impl Inner {
                     return Ok(());
                 }
                 Err(SendError::Full { .. }) => {
-                    if in_handler() {
-                        // A handler may not poll; the peer drains its queue in its own poll.
-                        if started.elapsed() > REPLY_PATIENCE {
-                            self.fatal(&format!(
-                                "rank {dest}'s shared-memory queue stayed full for {} s",
-                                REPLY_PATIENCE.as_secs()
-                            ));
-                        }
-                        std::thread::yield_now();
-                    } else {
-                        self.poll_internal(call)?;
+                    if direction == Direction::Reply || in_handler() {
+                        // A handler may not wait (see `Shm::deferred`): the next poll sends it.
+                        self.defer_reply(shm, dest, &msg);
+                        return Ok(());
                     }
+                    self.poll_internal(call)?;
                 }
                 Err(source) => return Err(AmError::Shm { call, source }),
             }
         }
+    }
+
+    fn defer_reply(&self, shm: &Shm, dest: u32, msg: &AmMessage<'_>) {
+        let body = match msg.body {
+            Body::Short => OwnedBody::Short,
+            Body::Medium(p) => OwnedBody::Medium(p.to_vec()),
+            Body::Long { offset, len } => OwnedBody::Long { offset, len },
+        };
+        let mut q = crate::send::lock(&shm.deferred);
+        q.push_back(DeferredReply {
+            dest,
+            handler: msg.handler,
+            args: msg.args.to_vec(),
+            body,
+        });
+        shm.has_deferred.store(true, Ordering::Relaxed);
+        Counters::bump(&self.stats.sent);
+    }
+
+    /// Sends the deferred replies that fit now, oldest first; stops at the first that still
+    /// finds its queue full (later ones may go to the same peer).
+    pub(crate) fn flush_deferred_replies(&self, att: &Attached) {
+        let Some(shm) = att.shm.as_ref() else {
+            return;
+        };
+        if !shm.has_deferred.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut q = crate::send::lock(&shm.deferred);
+        while let Some(front) = q.front() {
+            match shm.node.try_send_reply(front.dest, &front.message()) {
+                Ok(()) => {
+                    q.pop_front();
+                }
+                Err(SendError::Full { .. }) => break,
+                Err(e) => self.fatal(&format!(
+                    "a deferred shared-memory reply to rank {} failed: {e}",
+                    front.dest
+                )),
+            }
+        }
+        shm.has_deferred.store(!q.is_empty(), Ordering::Relaxed);
     }
 
     /// Runs handlers for messages waiting in this rank's shared-memory queues (replies first).
