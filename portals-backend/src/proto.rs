@@ -404,30 +404,36 @@ fn request_header(
     // check_request bounded data_len by MAX_PAYLOAD, so it fits a usize.
     let data_len = usize::try_from(data_len).map_err(|_| ProtoError::TooLarge(data_len))?;
     let total = REQUEST_HEADER_LEN + operand.len() + data_len;
-    let mut out = Vec::with_capacity(total);
-    out.push(h.op.tag());
-    out.push(h.ni_kind.index());
-    out.push(ack_code(h.ack_req));
-    match h.atomic {
-        Some((op, dt)) => {
-            out.push(code_of(&OPS, &op));
-            out.push(code_of(&TYPES, &dt));
-        }
-        None => out.extend_from_slice(&[NONE_BYTE, NONE_BYTE]),
-    }
-    out.push(operand.len() as u8);
-    out.extend_from_slice(&h.pt_index.to_le_bytes());
-    out.extend_from_slice(&h.uid.to_le_bytes());
-    out.extend_from_slice(&h.initiator_rank.to_le_bytes());
-    for v in [
+    // The fixed part is laid out in a stack array and appended once: byte-wise pushes into
+    // the vector would check its capacity for every field.
+    let mut head = [0u8; REQUEST_HEADER_LEN];
+    let (op_code, type_code) = match h.atomic {
+        Some((op, dt)) => (code_of(&OPS, &op), code_of(&TYPES, &dt)),
+        None => (NONE_BYTE, NONE_BYTE),
+    };
+    head[..6].copy_from_slice(&[
+        h.op.tag(),
+        h.ni_kind.index(),
+        ack_code(h.ack_req),
+        op_code,
+        type_code,
+        operand.len() as u8,
+    ]);
+    head[6..10].copy_from_slice(&h.pt_index.to_le_bytes());
+    head[10..14].copy_from_slice(&h.uid.to_le_bytes());
+    head[14..18].copy_from_slice(&h.initiator_rank.to_le_bytes());
+    let words = [
         h.match_bits,
         h.remote_offset,
         h.hdr_data,
         h.op_id,
         h.rlength,
-    ] {
-        out.extend_from_slice(&v.to_le_bytes());
+    ];
+    for (slot, v) in head[18..].chunks_exact_mut(8).zip(words) {
+        slot.copy_from_slice(&v.to_le_bytes());
     }
+    let mut out = Vec::with_capacity(total);
+    out.extend_from_slice(&head);
     out.extend_from_slice(operand);
     Ok((out, total))
 }

@@ -13,6 +13,8 @@ pub(crate) struct RttEstimator {
     /// The peer may hold an ack this long before sending it; added to the timeout so that a
     /// delayed ack is not mistaken for a loss.
     max_ack_delay: Duration,
+    /// `rto(0)`, recomputed on every sample: every datagram sent asks for it.
+    base: Duration,
 }
 
 /// Clock granularity term of RFC 6298 (`G`): the timeout is never closer than this to SRTT.
@@ -25,14 +27,25 @@ impl RttEstimator {
         max: Duration,
         max_ack_delay: Duration,
     ) -> Self {
-        RttEstimator {
+        let mut e = RttEstimator {
             srtt: None,
             rttvar: Duration::ZERO,
             initial,
             min,
             max,
             max_ack_delay,
-        }
+            base: initial,
+        };
+        e.base = e.compute_base();
+        e
+    }
+
+    fn compute_base(&self) -> Duration {
+        let base = match self.srtt {
+            None => self.initial,
+            Some(srtt) => srtt + (self.rttvar * 4).max(GRANULARITY) + self.max_ack_delay,
+        };
+        base.clamp(self.min, self.max)
     }
 
     /// Feeds one sample (already corrected for the peer's ack delay).
@@ -48,6 +61,7 @@ impl RttEstimator {
                 self.srtt = Some((srtt * 7 + rtt) / 8);
             }
         }
+        self.base = self.compute_base();
     }
 
     /// The smoothed RTT, once a sample was taken.
@@ -58,11 +72,10 @@ impl RttEstimator {
     /// The retransmission timeout after `backoff` consecutive expirations, clamped to
     /// `[min, max]`.
     pub(crate) fn rto(&self, backoff: u32) -> Duration {
-        let base = match self.srtt {
-            None => self.initial,
-            Some(srtt) => srtt + (self.rttvar * 4).max(GRANULARITY) + self.max_ack_delay,
-        };
-        let base = base.clamp(self.min, self.max);
+        if backoff == 0 {
+            return self.base;
+        }
+        let base = self.base;
         // Doubling saturates well before 2^16; beyond that the clamp to `max` decides anyway.
         let factor = 1u32 << backoff.min(16);
         base.saturating_mul(factor).min(self.max)
