@@ -67,6 +67,11 @@ fn request_reply_flood_two_ranks() {
 }
 
 #[test]
+fn large_replies_from_handlers_never_wait_for_each_other() {
+    every_path(2, "reply-storm", "reply storm ok");
+}
+
+#[test]
 fn four_threads_per_rank() {
     every_path(2, "threads", "threads ok");
     every_path(4, "threads", "threads ok");

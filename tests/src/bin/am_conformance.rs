@@ -25,6 +25,7 @@ const FIXED_ARGC: u8 = 135;
 const PROBE: u8 = 136;
 const PROBE_REP: u8 = 137;
 const DONE: u8 = 138;
+const BIG_REPLY_REQ: u8 = 139;
 const MAYBE_MISSING: u8 = 200;
 
 /// Bytes per (peer, direction) area of the segment in `basic`.
@@ -226,9 +227,37 @@ fn handlers(st: &Arc<State>, me: u32, skip_missing: bool, client: Client) -> Vec
         s.done.fetch_add(1, Ordering::Relaxed);
     })
     .at(DONE);
+    let s = st.clone();
+    // A small request answered by a large reply: a rank's handlers fill the requester's reply
+    // queue far faster than its request queue fills.
+    let big_reply_req = Handler::new(
+        "big_reply_req",
+        Category::Short,
+        move |t: &Token, args, _| {
+            check_args(&s, "big-reply request", t.source(), args);
+            s.requests.fetch_add(1, Ordering::Relaxed);
+            let echo: Vec<u32> = (0..args.len())
+                .map(|i| arg_value(me, args.len(), i))
+                .collect();
+            if let Err(e) = t.reply_medium(MED_REP, &echo, &pattern(me, BIG_REPLY)) {
+                s.fail(format!("reply_medium: {e}"));
+            }
+        },
+    )
+    .at(BIG_REPLY_REQ);
     let mut v = vec![
-        short_req, short_rep, med_req, med_rep, long_req, long_rep, flood, fixed, probe, probe_rep,
+        short_req,
+        short_rep,
+        med_req,
+        med_rep,
+        long_req,
+        long_rep,
+        flood,
+        fixed,
+        probe,
+        probe_rep,
         done,
+        big_reply_req,
     ];
     if !skip_missing {
         v.push(Handler::new("maybe_missing", Category::Medium, |_, _, _| {}).at(MAYBE_MISSING));
@@ -407,6 +436,35 @@ fn reqrep_flood(c: &Client, st: &State, count: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// Payload of the replies of `big_reply_req`.
+const BIG_REPLY: usize = 60_000;
+
+/// Both ranks send each other many Short requests whose handlers answer with large Medium
+/// replies, so that each rank's handlers find the other's reply queue full while the other is
+/// inside handlers too: neither may wait for the other there.
+fn reply_storm(c: &Client, st: &State, count: u64) -> Result<(), String> {
+    let me = c.rank();
+    let peer = (me + 1) % c.size();
+    let e = |e: AmError| e.to_string();
+    for i in 0..count {
+        c.am_request_short(peer, BIG_REPLY_REQ, &args_for(me, (i % 5) as usize))
+            .map_err(e)?;
+    }
+    let ok = poll_until(c, 120, || {
+        st.replies.load(Ordering::Relaxed) >= count && st.requests.load(Ordering::Relaxed) >= count
+    })
+    .map_err(e)?;
+    if !ok {
+        return Err(format!(
+            "reply storm stalled: {} replies, {} requests of {count}",
+            st.replies.load(Ordering::Relaxed),
+            st.requests.load(Ordering::Relaxed)
+        ));
+    }
+    println!("rank {me}: reply storm ok: {count} large requests and replies each way");
+    Ok(())
+}
+
 fn threads(c: &Client, st: &Arc<State>, per_thread: u64) -> Result<(), String> {
     let n = c.size();
     let me = c.rank();
@@ -570,6 +628,7 @@ fn main() -> ExitCode {
         "basic" => basic(&c, &st),
         "flood" => flood(&c, &st, 1000),
         "reqrep-flood" => reqrep_flood(&c, &st, 20_000),
+        "reply-storm" => reply_storm(&c, &st, 300),
         "threads" => threads(&c, &st, 500),
         "errors" => errors(&c, &st),
         "unregistered" => {
