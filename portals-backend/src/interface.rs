@@ -199,7 +199,10 @@ impl Interface {
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => return seen,
         };
-        if st.calls != seen {
+        // A waiter blocked in the kernel makes its own progress (it wakes on datagrams and on
+        // the next timer); taking its datagrams here would leave it asleep until its timeout.
+        // Relaxed: a hint, re-read every tick.
+        if st.calls != seen || self.inner.waiters.load(Ordering::Relaxed) > 0 {
             return st.calls;
         }
         let mut received = false;

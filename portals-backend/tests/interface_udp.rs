@@ -349,6 +349,58 @@ impl EqEmpty for Ni {
     }
 }
 
+/// A put to `b`, which nobody calls into after its setup: answered only if something makes
+/// progress for it. Returns `a`'s event queue and the source pattern.
+fn put_to_idle(a: &Ni, b: &Ni, tmem: &Region) -> (EqHandle, Vec<u8>) {
+    let _teq = target(b, tmem, MeOptions::OP_PUT);
+    let eq = a.eq_alloc(16).unwrap();
+    let bytes = pattern(3000, 5);
+    let src = Region::from_bytes(&bytes);
+    let smd = md(a, &src, Some(eq));
+    a.put(&put_args(smd, 3000, to(b, 64))).unwrap();
+    assert_eq!(next(a, eq).kind, EventKind::Send);
+    (eq, bytes)
+}
+
+#[test]
+fn an_idle_target_is_answered_by_background_progress() {
+    let (a, b) = (open(), open());
+    let tmem = Region::new(4096);
+    let (eq, bytes) = put_to_idle(&a, &b, &tmem);
+    let ack = next(&a, eq);
+    assert_eq!(
+        (ack.kind, ack.ni_fail, ack.mlength),
+        (EventKind::Ack, NiFail::Ok, 3000)
+    );
+    assert_eq!(tmem.to_vec(64, 3000).unwrap(), bytes);
+}
+
+#[test]
+fn without_background_progress_an_idle_target_answers_only_when_called() {
+    let a = open();
+    let quiet = InterfaceConfig {
+        background_progress: None,
+        ..config(Duration::from_secs(30))
+    };
+    let b = Interface::new(
+        quiet,
+        Box::new(UdpEndpoint::bind(&UdpConfig::default()).unwrap()),
+    )
+    .unwrap()
+    .ni_init(KIND, None)
+    .unwrap();
+    let tmem = Region::new(4096);
+    let (eq, bytes) = put_to_idle(&a, &b, &tmem);
+    assert!(matches!(
+        a.eq_wait(eq, Some(Duration::from_millis(300))),
+        Err(rgasnet_portals::PtlError::EqEmpty)
+    ));
+    b.interface().progress().unwrap();
+    let ack = next(&a, eq);
+    assert_eq!((ack.kind, ack.ni_fail), (EventKind::Ack, NiFail::Ok));
+    assert_eq!(tmem.to_vec(64, 3000).unwrap(), bytes);
+}
+
 #[test]
 fn operations_to_self() {
     let a = open();
