@@ -222,9 +222,17 @@ impl Shared {
         let r = (0..n).try_for_each(|i| {
             let lo = i as usize * PUT_CHUNK;
             let chunk = &src[lo..src.len().min(lo + PUT_CHUNK)];
-            let lane = self.take_lane(call)?;
+            self.acquire_put_bytes(call, chunk.len() as u64)?;
+            let lane = match self.take_lane(call) {
+                Ok(lane) => lane,
+                Err(e) => {
+                    self.release_put_bytes(chunk.len() as u64);
+                    return Err(e);
+                }
+            };
             if let Err(e) = self.acquire_credit(call) {
                 self.give_lane(lane);
+                self.release_put_bytes(chunk.len() as u64);
                 return Err(e);
             }
             // In bounds: a chunk is at most PUT_CHUNK, the lane's size.
@@ -241,6 +249,7 @@ impl Shared {
             if let Err(source) = r {
                 self.credits
                     .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                self.release_put_bytes(chunk.len() as u64);
                 return Err(ExtError::Portals { call, source });
             }
             issued += 1;
@@ -429,21 +438,27 @@ impl Shared {
         for i in 0..n {
             let at = i as usize * chunk;
             let this = (l - at).min(chunk);
-            let r = self.acquire_credit(call).and_then(|()| {
-                self.ni
-                    .put(&put_args(
-                        self.seg_md,
-                        lo + at,
-                        this,
-                        rank,
-                        offset + at as u64,
-                        cell,
-                    ))
-                    .map_err(|source| {
-                        self.credits
-                            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                        ExtError::Portals { call, source }
-                    })
+            let r = self.acquire_put_bytes(call, this as u64).and_then(|()| {
+                let r = self.acquire_credit(call).and_then(|()| {
+                    self.ni
+                        .put(&put_args(
+                            self.seg_md,
+                            lo + at,
+                            this,
+                            rank,
+                            offset + at as u64,
+                            cell,
+                        ))
+                        .map_err(|source| {
+                            self.credits
+                                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                            ExtError::Portals { call, source }
+                        })
+                });
+                if r.is_err() {
+                    self.release_put_bytes(this as u64);
+                }
+                r
             });
             if let Err(e) = r {
                 self.core

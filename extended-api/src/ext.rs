@@ -1,14 +1,14 @@
 //! The [`Extended`] object: collective attach, the Portals resources every operation shares,
 //! range checks, and the one wait loop every blocking call goes through.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rgasnet::{Category, Client, Handler};
 use rgasnet_portals::engine::{Engine, EqGet, EqHandle, MdHandle, MdSpec};
 use rgasnet_portals::interface::{Interface, Ni};
-use rgasnet_portals::{MdOptions, NiFail, Region};
+use rgasnet_portals::{EventKind, MdOptions, NiFail, Region};
 
 use crate::barrier::Barrier;
 use crate::error::{ExtAttachError, ExtError};
@@ -16,6 +16,10 @@ use crate::ops::{Freed, Landing, Ops};
 
 /// Bytes moved by one network put: larger puts are split. Also the size of a bounce buffer.
 pub(crate) const PUT_CHUNK: usize = 256 << 10;
+/// Bytes of explicit-handle puts in flight per rank; more would only queue in the transport
+/// while the issuing call, which transmits but does not receive, keeps copying (see
+/// [`crate::nbi::NBI_WINDOW_BYTES`]).
+pub const NB_WINDOW_BYTES: u64 = 4 << 20;
 /// Bytes moved by one network get: larger gets are split.
 pub(crate) const GET_CHUNK: usize = 4 << 20;
 /// Gets up to this size land in a slot of the shared small-landing region.
@@ -66,6 +70,9 @@ pub(crate) struct Shared {
     /// events themselves are published and read under the interface lock, which orders them.
     pub(crate) credits: AtomicUsize,
     pub(crate) credit_cap: usize,
+    /// Bytes of explicit-handle puts in flight (issued, not yet acknowledged), bounded by
+    /// [`NB_WINDOW_BYTES`].
+    pub(crate) put_bytes: AtomicU64,
     /// The small-landing region and its descriptor (reporting to `xeq`).
     pub(crate) small: Region,
     pub(crate) small_md: MdHandle,
@@ -141,6 +148,7 @@ impl Extended {
             xeq,
             credits: AtomicUsize::new(0),
             credit_cap: cap,
+            put_bytes: AtomicU64::new(0),
             small,
             small_md,
             seg_md,
@@ -331,6 +339,40 @@ impl Shared {
         }
     }
 
+    /// Reserves `len` bytes of the explicit-put window, waiting (and making progress) while
+    /// [`NB_WINDOW_BYTES`] are in flight; a single larger chunk goes alone.
+    pub(crate) fn acquire_put_bytes(&self, call: &'static str, len: u64) -> Result<(), ExtError> {
+        loop {
+            // Relaxed: a count of bytes, synchronised by nothing but itself.
+            let b = self.put_bytes.load(Ordering::Relaxed);
+            if b == 0 || b + len <= NB_WINDOW_BYTES {
+                if self
+                    .put_bytes
+                    .compare_exchange_weak(b, b + len, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return Ok(());
+                }
+                continue;
+            }
+            self.wait_until(call, None, |_, sh| {
+                let b = sh.put_bytes.load(Ordering::Relaxed);
+                Ok(b == 0 || b + len <= NB_WINDOW_BYTES)
+            })?;
+        }
+    }
+
+    /// Returns `len` bytes to the explicit-put window.
+    pub(crate) fn release_put_bytes(&self, len: u64) {
+        // Relaxed: as in `acquire_put_bytes`. Never below zero: every release matches an
+        // acquire of the same chunk.
+        let _ = self
+            .put_bytes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                Some(b.saturating_sub(len))
+            });
+    }
+
     /// Takes every event waiting on `xeq` and records it in its cell (under the engine lock,
     /// which the caller holds through `e`).
     pub(crate) fn drain(&self, e: &mut Engine) -> Result<(), ExtError> {
@@ -349,6 +391,10 @@ impl Shared {
                 }
             };
             self.credits.fetch_sub(1, Ordering::Relaxed);
+            if ev.kind == EventKind::Ack {
+                // Every acknowledged operation on this queue is an explicit put chunk.
+                self.release_put_bytes(ev.rlength);
+            }
             // A range straddling the end of the target's entry is truncated by Portals (the
             // part inside is moved): report it as the access outside the entry it is.
             let fail = if ev.ni_fail == NiFail::Ok && ev.mlength < ev.rlength {

@@ -50,6 +50,6 @@ mod ops;
 pub use barrier::BarrierFlags;
 pub use error::{ExtAttachError, ExtError};
 pub use explicit::NbHandle;
-pub use ext::Extended;
+pub use ext::{Extended, NB_WINDOW_BYTES};
 pub use nbi::{AccessRegion, Nbi, NBI_WINDOW, NBI_WINDOW_BYTES};
 pub use rgasnet_portals::NiFail;
