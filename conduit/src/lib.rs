@@ -43,5 +43,6 @@ pub use client::{Client, Limits, AM_PT, LONG_DATA_PT, MAX_LONG, MAX_MEDIUM, RMA_
 pub use error::{AmError, AttachError, InitError};
 pub use handlers::{Category, Handler, RegisterError};
 pub use recv::in_handler;
+pub use rgasnet_pshm::MappedSegment;
 pub use stats::AmStats;
 pub use token::Token;

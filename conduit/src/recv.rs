@@ -39,6 +39,7 @@ thread_local! {
 
 /// Whether the calling thread is inside an AM handler. Layers built on the client use it to
 /// refuse blocking calls from handlers.
+#[inline]
 pub fn in_handler() -> bool {
     HANDLER_DEPTH.with(|d| d.get() > 0)
 }
@@ -53,6 +54,14 @@ impl HandlerScope {
 impl Drop for HandlerScope {
     fn drop(&mut self) {
         HANDLER_DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
+/// Bumps a counter when dropped (after a handler ran, even if it unwound).
+struct CountOnDrop<'a>(&'a std::sync::atomic::AtomicU64);
+impl Drop for CountOnDrop<'_> {
+    fn drop(&mut self) {
+        Counters::bump(self.0);
     }
 }
 
@@ -429,7 +438,9 @@ impl Inner {
                 entry.name, entry.category
             ));
         }
-        let func = entry.func.clone();
+        // Borrowed, not cloned: the table lives as long as `att`, and an `Arc` clone would be
+        // two atomic read-modify-writes per message on the shared-memory fast path.
+        let func = &entry.func;
         let token = Token {
             client: self,
             source,
@@ -439,7 +450,9 @@ impl Inner {
             replied: Default::default(),
         };
         let _scope = HandlerScope::enter();
-        Counters::bump(&self.stats.handled);
+        // Counted after the handler: the counter's atomic add would otherwise delay the
+        // handler's reply (it waits for earlier stores), and nothing reads it in between.
+        let _count = CountOnDrop(&self.stats.handled);
         match category {
             Category::Short => func(&token, args, &[]),
             Category::Medium => func(&token, args, carried.unwrap_or(&[])),

@@ -109,6 +109,17 @@ pub(crate) fn attach(
     ))
 }
 
+impl crate::Client {
+    /// `rank`'s segment when it is a supernode peer's (or this rank's own) shared segment, as
+    /// a [`rgasnet_pshm::MappedSegment`]: the same bytes as [`crate::Client::peer_segment`],
+    /// for one-word puts and gets that compile to a single load or store. `None` without
+    /// shared memory, for other ranks, and before attach.
+    pub fn mapped_segment(&self, rank: u32) -> Option<&rgasnet_pshm::MappedSegment> {
+        let a = self.inner.attached.get()?;
+        a.shm.as_ref()?.node.mapped_segment(rank)
+    }
+}
+
 impl Inner {
     /// Whether `dest` is reached through shared memory.
     pub(crate) fn shm_route<'a>(&self, att: &'a Attached, dest: u32) -> Option<&'a Shm> {
@@ -235,6 +246,11 @@ impl Inner {
         let Some(shm) = att.shm.as_ref() else {
             return 0;
         };
+        // A look without the lock first, so that an idle poll (the common case while a rank
+        // waits for a reply) makes no atomic read-modify-write at all.
+        if !shm.node.has_incoming() {
+            return 0;
+        }
         let Ok(mut rx) = shm.rx.try_lock() else {
             return 0;
         };

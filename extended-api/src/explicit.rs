@@ -527,7 +527,19 @@ pub(crate) fn check_val(call: &'static str, nbytes: usize) -> Result<(), ExtErro
 impl Extended {
     /// Blocking put of `src` to `rank`'s segment at `offset`. On return the source may be
     /// reused and the data is in the target's segment.
+    #[inline]
     pub fn put(&self, rank: u32, offset: u64, src: &[u8]) -> Result<(), ExtError> {
+        // An aligned word to a node peer is one store, inlined into the caller; every other
+        // case (and every error) goes the general way.
+        if let Some(seg) = self.sh.direct(rank) {
+            if !rgasnet::in_handler() && seg.try_write_word(offset, src) {
+                return Ok(());
+            }
+        }
+        self.put_general(rank, offset, src)
+    }
+
+    fn put_general(&self, rank: u32, offset: u64, src: &[u8]) -> Result<(), ExtError> {
         not_in_handler("put")?;
         if let Some(seg) = self.sh.local_segment(rank) {
             // A node peer or this rank: the put is the copy itself, no handle needed.
@@ -547,7 +559,18 @@ impl Extended {
     }
 
     /// Blocking get of `dest.len()` bytes from `rank`'s segment at `offset` into `dest`.
+    #[inline]
     pub fn get(&self, dest: &mut [u8], rank: u32, offset: u64) -> Result<(), ExtError> {
+        // As in `put`: an aligned word from a node peer is one load.
+        if let Some(seg) = self.sh.direct(rank) {
+            if !rgasnet::in_handler() && seg.try_read_word(offset, dest) {
+                return Ok(());
+            }
+        }
+        self.get_general(dest, rank, offset)
+    }
+
+    fn get_general(&self, dest: &mut [u8], rank: u32, offset: u64) -> Result<(), ExtError> {
         not_in_handler("get")?;
         if let Some(seg) = self.sh.local_segment(rank) {
             self.sh.check_remote("get", rank, offset, dest.len())?;

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rgasnet::{Category, Client, Handler};
+use rgasnet::{Category, Client, Handler, MappedSegment};
 use rgasnet_portals::engine::{Engine, EqGet, EqHandle, MdHandle, MdSpec};
 use rgasnet_portals::interface::{Interface, Ni};
 use rgasnet_portals::{EventKind, MdOptions, NiFail, Region};
@@ -61,6 +61,10 @@ pub(crate) struct Shared {
     /// Every rank's segment that is mapped in this process (own and supernode peers'), by
     /// rank: the direct-copy path looks here first.
     pub(crate) mapped: Vec<Option<Region>>,
+    /// The shared-memory segments among `mapped` (supernode peers', and this rank's own when
+    /// it is shared) as raw mapped words, by rank: blocking one-word puts and gets to them are
+    /// a single store or load inlined into the caller (issue 6: 8-byte put in a few ns).
+    pub(crate) direct: Vec<Option<MappedSegment>>,
     pub(crate) ni: Ni,
     pub(crate) iface: Interface,
     /// Full events (ACK/REPLY) of explicit operations.
@@ -132,6 +136,14 @@ impl Extended {
         let mapped = (0..client.size())
             .map(|r| client.peer_segment(r).cloned())
             .collect();
+        // Only where the mapped length is the advertised one, so that the fast path accepts
+        // exactly the ranges the general path's check does.
+        let direct = (0..client.size())
+            .map(|r| {
+                let seg = client.mapped_segment(r)?;
+                (Some(seg.len() as u64) == client.segment_size(r)).then(|| seg.clone())
+            })
+            .collect();
         let ni = client.rma_ni().clone();
         let xeq = ni.eq_alloc(cap)?;
         let small = Region::new(SMALL_SLOTS as usize * SMALL_GET);
@@ -143,6 +155,7 @@ impl Extended {
             segment,
             seg_sizes,
             mapped,
+            direct,
             iface: ni.interface().clone(),
             ni,
             xeq,
@@ -286,6 +299,12 @@ impl Shared {
     /// peer's shared segment — so that an operation on it is a direct copy.
     pub(crate) fn local_segment(&self, rank: u32) -> Option<&Region> {
         self.mapped.get(rank as usize)?.as_ref()
+    }
+
+    /// `rank`'s shared segment for a one-word direct copy (see `direct`).
+    #[inline]
+    pub(crate) fn direct(&self, rank: u32) -> Option<&MappedSegment> {
+        self.direct.get(rank as usize)?.as_ref()
     }
 
     /// The outcome of a direct copy into or out of a mapped segment, reported like the same

@@ -8,7 +8,7 @@
 //! word 1  kind u8 | category u8 | handler u8 | argc u8 | source rank u32   (bit 0 upwards)
 //! word 2  cells u32 | length u32   (Medium: payload bytes; Long: bytes already in the segment)
 //! word 3  Long: offset of the data in the receiver's segment; otherwise 0
-//! word 4  args[0] | args[1] << 32, ...
+//! word 4  args[0], args[1] (two u32s in native byte order, viewed in place), ...
 //!         payload (Medium), starting on the next 8-byte boundary
 //! ```
 #![deny(unsafe_code)]

@@ -15,7 +15,7 @@ use crate::error::{RecvError, SendError, SetupError};
 use crate::layout::{self, Layout, MIN_QUEUE_CELLS};
 use crate::message::AmMessage;
 use crate::queue::{Received, Ring};
-use crate::segment::{self, as_u32, Mapping, SegmentMemory};
+use crate::segment::{self, as_u32, MappedSegment, Mapping, SegmentMemory};
 use crate::wait::{self, WaitPolicy};
 
 /// What [`Node::attach`] needs to know.
@@ -77,6 +77,7 @@ enum Queue {
     Reply,
 }
 
+#[inline]
 fn ring<'m>(words: &'m [AtomicU64], layout: &Layout, which: Queue) -> Ring<'m> {
     let (tail, head, cells, name) = match which {
         Queue::Request => (
@@ -111,6 +112,8 @@ struct Peer {
     request_head: AtomicU64,
     reply_head: AtomicU64,
     segment: Region,
+    /// The same bytes as `segment`, for one-word copies without dynamic dispatch.
+    direct: MappedSegment,
 }
 
 impl Peer {
@@ -120,6 +123,7 @@ impl Peer {
         layout: Layout,
         name: &str,
     ) -> Result<Peer, SetupError> {
+        let direct = MappedSegment::new(Arc::clone(&mapping), layout.segment, layout.segment_len);
         let memory = SegmentMemory {
             mapping: Arc::clone(&mapping),
             first: layout.segment,
@@ -139,9 +143,11 @@ impl Peer {
             request_head: AtomicU64::new(0),
             reply_head: AtomicU64::new(0),
             segment,
+            direct,
         })
     }
 
+    #[inline]
     fn send(&self, from: u32, which: Queue, msg: &AmMessage<'_>) -> Result<(), SendError> {
         let words = self.mapping.words();
         let cache = match which {
@@ -162,6 +168,8 @@ pub struct Node {
     members: Vec<u32>,
     /// Parallel to `members`.
     peers: Vec<Peer>,
+    /// Index of this rank in `members`/`peers`.
+    own: usize,
     wait: WaitPolicy,
 }
 
@@ -209,6 +217,9 @@ impl Node {
                 peers.push(Peer::new(rank, mapping, peer_layout, &peer_name)?);
             }
         }
+        for p in &peers {
+            prefault_queues(&p.mapping, &p.layout);
+        }
         barrier().map_err(|e| SetupError::Barrier {
             step: "after mapping the objects",
             source: e.into(),
@@ -220,7 +231,12 @@ impl Node {
             mapping: own,
             wait: config.wait,
         };
+        let own = config
+            .members
+            .binary_search(&config.rank)
+            .map_err(|_| SetupError::Config("rank left the supernode members".into()))?;
         let node = Node {
+            own,
             rank: config.rank,
             members: config.members,
             peers,
@@ -239,6 +255,7 @@ impl Node {
         &self.members
     }
 
+    #[inline]
     fn peer(&self, rank: u32) -> Option<&Peer> {
         let i = self.members.binary_search(&rank).ok()?;
         self.peers.get(i)
@@ -246,13 +263,23 @@ impl Node {
 
     /// `rank`'s segment, mapped in this process (load/store and copies go straight to the
     /// shared memory); `None` if `rank` is not in the supernode.
+    #[inline]
     pub fn segment(&self, rank: u32) -> Option<&Region> {
         self.peer(rank).map(|p| &p.segment)
+    }
+
+    /// `rank`'s segment as a [`MappedSegment`] (the same bytes as [`Node::segment`]) for
+    /// one-word puts and gets inlined into the caller; `None` if `rank` is not in the
+    /// supernode.
+    #[inline]
+    pub fn mapped_segment(&self, rank: u32) -> Option<&MappedSegment> {
+        self.peer(rank).map(|p| &p.direct)
     }
 
     /// Enqueues a request for `dest` (which may be this rank). For a Long, copy the data into
     /// `dest`'s segment first: the enqueue publishes it. Never blocks: `SendError::Full`
     /// means poll this rank's queues and retry.
+    #[inline]
     pub fn try_send_request(&self, dest: u32, msg: &AmMessage<'_>) -> Result<(), SendError> {
         self.peer(dest)
             .ok_or(SendError::NotAPeer { rank: dest })?
@@ -261,10 +288,30 @@ impl Node {
 
     /// Enqueues a reply for `dest`; replies have their own queue, so they never wait behind
     /// requests. On `SendError::Full`, drain this rank's reply queue and retry.
+    #[inline]
     pub fn try_send_reply(&self, dest: u32, msg: &AmMessage<'_>) -> Result<(), SendError> {
         self.peer(dest)
             .ok_or(SendError::NotAPeer { rank: dest })?
             .send(self.rank, Queue::Reply, msg)
+    }
+
+    /// Whether a message seems to wait in this rank's queues, without being their consumer:
+    /// two loads per queue (the shared `head` word and the marker of the cell it names), no
+    /// lock and no write. A poller checks this before taking the [`Receiver`] so that an idle
+    /// poll costs no atomic read-modify-write. It is a hint: another thread consuming at the
+    /// same time can make it stale either way, and the consumer re-reads the marker with
+    /// `Acquire` before it touches the record.
+    #[inline]
+    pub fn has_incoming(&self) -> bool {
+        let Some(own) = self.peers.get(self.own) else {
+            return false;
+        };
+        let words = own.mapping.words();
+        [Queue::Reply, Queue::Request].into_iter().any(|q| {
+            let r = ring(words, &own.layout, q);
+            // Relaxed: a hint (see above); the consumer's own copy of `head` is the truth.
+            r.committed_at(r.head.load(Ordering::Relaxed))
+        })
     }
 
     fn barrier_words(&self) -> BarrierWords<'_> {
@@ -324,10 +371,12 @@ impl Inbox {
 
     /// Takes the next message, if any. Its cells are released when the returned value is
     /// dropped, so drop it promptly (after running the handler).
+    #[inline]
     pub fn try_recv(&mut self) -> Result<Option<Received<'_>>, RecvError> {
         ring(self.mapping.words(), &self.layout, self.which).try_dequeue(&mut self.head)
     }
 
+    #[inline]
     fn ring(&self) -> Ring<'_> {
         ring(self.mapping.words(), &self.layout, self.which)
     }
@@ -394,6 +443,21 @@ impl Receiver {
             // Not idle but nothing committed (a sender is between reservation and commit),
             // a spurious wake-up, or the timeout: spin again until the deadline.
         }
+    }
+}
+
+/// Maps this process's page-table entries for the header and both rings of an object now,
+/// rather than one minor fault per 4 KiB page (64 cells) during the first lap of each ring:
+/// a fault costs several round trips, and the first thousands of messages would pay them.
+/// The segment is left alone (it may be large, and only what is used should be resident).
+fn prefault_queues(mapping: &Mapping, layout: &Layout) {
+    let words = mapping.words();
+    let end = layout.segment.min(words.len());
+    for w in words[..end].iter().step_by(layout::PAGE / 8) {
+        // A read-modify-write (a write fault, so the entry is writable) that keeps the
+        // value, so it is harmless even if a peer already uses the word. Relaxed: it
+        // publishes nothing.
+        w.fetch_add(0, Ordering::Relaxed);
     }
 }
 

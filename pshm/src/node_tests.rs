@@ -285,3 +285,86 @@ fn a_failing_barrier_or_a_bad_peer_object_leaves_nothing_behind() {
     assert_eq!(crate::remove_job_objects(key).unwrap(), vec![fake_name]);
     assert_eq!(objects_of(key), Vec::<String>::new());
 }
+
+#[test]
+fn has_incoming_follows_both_queues_without_consuming() {
+    let key: u64 = rand::random();
+    let (node, mut rx) = Node::attach(NodeConfig::new(key, 0, vec![0], 4096), no_barrier).unwrap();
+    const ARGS: [u32; 3] = [0, 1, 2];
+    let short = |handler: u8| AmMessage {
+        handler,
+        args: &ARGS[usize::from(handler)..=usize::from(handler)],
+        body: Body::Short,
+    };
+    assert!(!node.has_incoming());
+    node.try_send_reply(0, &short(1)).unwrap();
+    assert!(node.has_incoming());
+    // Looking does not take: the message is still there, and still there after a second look.
+    assert!(node.has_incoming());
+    let m = rx.replies.try_recv().unwrap().unwrap();
+    assert_eq!((m.handler(), m.args()), (1, &[1][..]));
+    // Released only when dropped: until then the shared head still names the message.
+    assert!(node.has_incoming());
+    drop(m);
+    assert!(!node.has_incoming());
+    node.try_send_request(0, &short(2)).unwrap();
+    assert!(node.has_incoming());
+    drop(rx.requests.try_recv().unwrap().unwrap());
+    assert!(!node.has_incoming());
+    // Across the end of the ring (pads included), the hint keeps matching `has_pending`.
+    let payload = vec![7u8; 1000];
+    for i in 0..3 * MIN_QUEUE_CELLS {
+        let m = AmMessage {
+            handler: 3,
+            args: &[i as u32],
+            body: Body::Medium(&payload[..i % 1000]),
+        };
+        node.try_send_request(0, &m).unwrap();
+        assert!(node.has_incoming() && rx.has_pending());
+        let got = rx.requests.try_recv().unwrap().unwrap();
+        assert_eq!((got.args(), got.body()), (&[i as u32][..], m.body));
+        drop(got);
+        assert!(!node.has_incoming() && !rx.has_pending());
+    }
+}
+
+#[test]
+fn mapped_segment_is_the_region_s_bytes_one_word_at_a_time() {
+    with_ranks(2, 1000, |rank, node, _rx, barrier| {
+        let peer = 1 - rank;
+        let direct = node.mapped_segment(peer).unwrap();
+        let region = node.segment(peer).unwrap();
+        assert_eq!(direct.len(), 1000);
+        assert!(node.mapped_segment(7).is_none());
+        // Each rank writes its own half of the peer's segment, word by word and bytewise.
+        let base = 496 * u64::from(rank);
+        let word = (0x0102_0304_0506_0708u64 + u64::from(rank)).to_le_bytes();
+        assert!(direct.try_write_word(base, &word));
+        assert_eq!(region.to_vec(base as usize, 8).unwrap(), word);
+        region.write(base as usize + 8, b"abcdefgh").unwrap();
+        let mut got = [0u8; 8];
+        assert!(direct.try_read_word(base + 8, &mut got));
+        assert_eq!(&got, b"abcdefgh");
+        // Anything that is not one aligned word in range is refused and leaves the bytes.
+        assert!(!direct.try_write_word(base + 4, &word));
+        assert!(!direct.try_write_word(base, &word[..4]));
+        assert!(!direct.try_write_word(base, &[0u8; 16]));
+        assert!(direct.try_write_word(992, &word)); // the last whole word
+        assert!(!direct.try_write_word(1000, &word)); // 1000 + 8 > 1000
+        assert!(!direct.try_write_word(u64::MAX - 7, &word));
+        assert!(!direct.try_read_word(base + 1, &mut got));
+        assert!(!direct.try_read_word(base, &mut [0u8; 7]));
+        assert!(!direct.try_read_word(1000, &mut got));
+        assert_eq!(region.to_vec(base as usize, 8).unwrap(), word);
+        barrier.wait();
+        // The owner sees both ranks' words in its own segment.
+        let own = node.segment(rank).unwrap();
+        let other = 496 * u64::from(peer);
+        let want = (0x0102_0304_0506_0708u64 + u64::from(peer)).to_le_bytes();
+        assert_eq!(own.to_vec(other as usize, 16).unwrap()[..8], want);
+        assert_eq!(&own.to_vec(other as usize + 8, 8).unwrap(), b"abcdefgh");
+        let mine = node.mapped_segment(rank).unwrap();
+        assert!(mine.try_read_word(other, &mut got));
+        assert_eq!(got, want);
+    });
+}

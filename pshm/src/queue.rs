@@ -85,10 +85,12 @@ pub(crate) struct Ring<'a> {
 }
 
 impl<'a> Ring<'a> {
+    #[inline]
     fn cap(&self) -> u64 {
         (self.cells.len() / CELL_WORDS) as u64
     }
 
+    #[inline]
     fn word(&self, cell: u64, word: usize) -> &'a AtomicU64 {
         &self.cells[cell as usize * CELL_WORDS + word]
     }
@@ -176,8 +178,8 @@ impl<'a> Ring<'a> {
             .store(pack_sizes(n as u32, len), Ordering::Relaxed);
         self.word(cell, 3).store(offset, Ordering::Relaxed);
         for (i, pair) in msg.args.chunks(2).enumerate() {
-            let w = u64::from(pair[0]) | pair.get(1).map_or(0, |&b| u64::from(b) << 32);
-            self.word(cell, 4 + i).store(w, Ordering::Relaxed);
+            self.word(cell, 4 + i)
+                .store(pack_arg_pair(pair), Ordering::Relaxed);
         }
         if let Body::Medium(p) = msg.body {
             if !p.is_empty() {
@@ -190,6 +192,7 @@ impl<'a> Ring<'a> {
     }
 
     /// Whether a committed record waits at `head`.
+    #[inline]
     pub(crate) fn committed_at(&self, head: u64) -> bool {
         self.word(head & (self.cap() - 1), 0)
             .load(Ordering::Acquire)
@@ -278,25 +281,18 @@ impl<'a> Ring<'a> {
                     "{n} cells for {argc} arguments and {inline} payload bytes"
                 )));
             }
-            let mut args = [0u32; MAX_ARGS];
-            for (i, pair) in args[..argc].chunks_mut(2).enumerate() {
-                let w = self.word(idx, 4 + i).load(Ordering::Relaxed);
-                pair[0] = w as u32;
-                if let Some(b) = pair.get_mut(1) {
-                    *b = (w >> 32) as u32;
-                }
-            }
-            let first = idx as usize * CELL_WORDS + payload_offset(argc) / 8;
+            // The arguments and the payload stay in the cells: `Received` lends them in place
+            // (copying 64 bytes of arguments into the returned value cost a store-forwarding
+            // stall per message).
+            let cells = &self.cells[idx as usize * CELL_WORDS..(idx + n) as usize * CELL_WORDS];
             return Ok(Some(Received {
-                cells: &self.cells[idx as usize * CELL_WORDS..(idx + n) as usize * CELL_WORDS],
+                cells,
                 ring_head: self.head,
                 head,
-                payload: &self.cells[first..first + inline.div_ceil(8)],
                 source,
                 handler,
                 category,
                 argc: argc as u8,
-                args,
                 len,
                 offset: self.word(idx, 3).load(Ordering::Relaxed),
             }));
@@ -307,45 +303,59 @@ impl<'a> Ring<'a> {
 /// A message taken from a queue. Its cells stay reserved for the consumer (the payload is
 /// read in place) until this is dropped, which releases them to producers.
 pub struct Received<'c> {
+    /// The record's cells (header, arguments, inline payload).
     cells: &'c [AtomicU64],
     ring_head: &'c AtomicU64,
     head: &'c mut u64,
-    payload: &'c [AtomicU64],
     source: u32,
     handler: u8,
     category: AmCategory,
     argc: u8,
-    args: [u32; MAX_ARGS],
     len: u32,
     offset: u64,
 }
 
 impl Received<'_> {
     /// Rank that sent the message.
+    #[inline]
     pub fn source(&self) -> u32 {
         self.source
     }
 
     /// Handler index.
+    #[inline]
     pub fn handler(&self) -> u8 {
         self.handler
     }
 
     /// Category.
+    #[inline]
     pub fn category(&self) -> AmCategory {
         self.category
     }
 
-    /// Arguments.
+    /// Arguments, borrowed from the queue (valid until `self` is dropped).
+    #[inline]
     pub fn args(&self) -> &[u32] {
-        &self.args[..usize::from(self.argc)]
+        let argc = usize::from(self.argc);
+        // Checked at dequeue: `argc <= MAX_ARGS` and the record holds its argument words.
+        args_view(&self.cells[ARGS_WORD..ARGS_WORD + argc.div_ceil(2)], argc)
     }
 
     /// The body; a Medium payload is borrowed from the queue, valid until `self` is dropped.
+    #[inline]
     pub fn body(&self) -> Body<'_> {
         match self.category {
             AmCategory::Short => Body::Short,
-            AmCategory::Medium => Body::Medium(payload_bytes(self.payload, self.len as usize)),
+            AmCategory::Medium => {
+                let len = self.len as usize;
+                let first = payload_offset(usize::from(self.argc)) / 8;
+                // In bounds: the record's cell count was checked against argc and len.
+                Body::Medium(payload_bytes(
+                    &self.cells[first..first + len.div_ceil(8)],
+                    len,
+                ))
+            }
             AmCategory::Long => Body::Long {
                 offset: self.offset,
                 len: self.len,
@@ -366,6 +376,7 @@ impl std::fmt::Debug for Received<'_> {
 }
 
 impl Drop for Received<'_> {
+    #[inline]
     fn drop(&mut self) {
         // Invariant 2: the first cell keeps its (now stale) marker; the first words of the
         // others held payload and must not look like markers when the cells are reused.
@@ -394,7 +405,35 @@ fn copy_in(dst: &[AtomicU64], src: &[u8]) {
     }
 }
 
+/// Word of a record where the arguments start (after marker, meta, sizes, Long offset).
+const ARGS_WORD: usize = HEADER_BYTES / 8;
+
+/// Word `4 + i` of a record: arguments `2i` and `2i + 1` in native byte order, so that the
+/// consumer can view the words as `u32`s in place (both ends run on the same host).
+#[inline]
+fn pack_arg_pair(pair: &[u32]) -> u64 {
+    let mut b = [0u8; 8];
+    b[..4].copy_from_slice(&pair[0].to_ne_bytes());
+    if let Some(second) = pair.get(1) {
+        b[4..].copy_from_slice(&second.to_ne_bytes());
+    }
+    u64::from_ne_bytes(b)
+}
+
+/// The first `argc` arguments packed two per word by [`pack_arg_pair`], in place.
+#[inline]
+fn args_view(words: &[AtomicU64], argc: usize) -> &[u32] {
+    assert!(words.len() * 2 >= argc, "argument view out of bounds");
+    // SAFETY: `words` is valid for `argc * 4 <= words.len() * 8` bytes, initialised, and
+    // aligned for u32 (it is aligned for u64). Each word holds two u32s in native byte order
+    // (`pack_arg_pair`), so the view reads back exactly the sent arguments. The words belong
+    // to a committed record that the borrowed `Received` keeps from being released, so no
+    // producer writes them while the slice lives (invariant 3) and plain reads do not race.
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u32>(), argc) }
+}
+
 /// The first `len` bytes of `words` (which must hold them) as a byte slice.
+#[inline]
 fn payload_bytes(words: &[AtomicU64], len: usize) -> &[u8] {
     assert!(words.len() * 8 >= len, "payload view out of bounds");
     // SAFETY: `words` is valid for `len` bytes and initialised. The record is committed (its

@@ -9,7 +9,7 @@
 use std::num::NonZeroUsize;
 use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use nix::fcntl::OFlag;
@@ -138,6 +138,7 @@ impl Mapping {
     }
 
     /// The mapping as 64-bit atomic words (a trailing partial word is not included).
+    #[inline]
     pub(crate) fn words(&self) -> &[AtomicU64] {
         // SAFETY: `ptr` is page aligned (so aligned for AtomicU64), valid for `len` bytes for as
         // long as `self` lives (unmapped only in drop), and zero-filled or written only through
@@ -165,6 +166,88 @@ pub(crate) fn as_u32(word: &AtomicU64) -> &AtomicU32 {
     // viewing the first half of the word as one is sound as long as the word is not also used
     // as a 64-bit atomic, which the callers guarantee (see `layout`).
     unsafe { &*word.as_ptr().cast::<AtomicU32>() }
+}
+
+/// A supernode member's segment as mapped in this process, for the shortest copies: an
+/// aligned 8-byte put or get is one atomic store or load, inlined into the caller, without
+/// the [`rgasnet_portals::Region`]'s dynamically dispatched storage. Byte `k` of the segment
+/// is byte `k % 8` of word `k / 8` in little-endian order, as in a `Region`, so the two views
+/// always agree. Cheap to clone (it shares the mapping).
+#[derive(Clone)]
+pub struct MappedSegment {
+    mapping: Arc<Mapping>,
+    /// First word of the segment in the mapping.
+    first: usize,
+    /// Usable bytes (the segment's length, not rounded up to the page).
+    len: usize,
+}
+
+impl std::fmt::Debug for MappedSegment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedSegment")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl MappedSegment {
+    /// The segment of `len` bytes starting at word `first` of `mapping` (checked by the
+    /// caller against the mapping's size, as for the `Region` over the same words).
+    pub(crate) fn new(mapping: Arc<Mapping>, first: usize, len: usize) -> MappedSegment {
+        MappedSegment {
+            mapping,
+            first,
+            len,
+        }
+    }
+
+    /// Length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the segment has no bytes.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The word holding bytes `[offset, offset + 8)` when `offset` is 8-aligned and the range
+    /// lies inside the segment.
+    #[inline]
+    fn word_at(&self, offset: u64) -> Option<&AtomicU64> {
+        if offset % 8 != 0 || offset.checked_add(8)? > self.len as u64 {
+            return None;
+        }
+        self.mapping.words().get(self.first + (offset / 8) as usize)
+    }
+
+    /// Writes `src` at `offset` if it is one aligned word inside the segment (a single
+    /// `Relaxed` store, as `Region::write` does: the put's visibility to the owner is ordered
+    /// by the synchronisation that follows it, a barrier or an AM). Returns `false`, having
+    /// written nothing, for any other shape or range: the caller takes the general path,
+    /// which copies other shapes and reports range errors.
+    #[inline]
+    pub fn try_write_word(&self, offset: u64, src: &[u8]) -> bool {
+        let (Ok(bytes), Some(w)) = (<[u8; 8]>::try_from(src), self.word_at(offset)) else {
+            return false;
+        };
+        w.store(u64::from_le_bytes(bytes), Ordering::Relaxed);
+        true
+    }
+
+    /// Reads one aligned word at `offset` into `dst` (8 bytes), like
+    /// [`MappedSegment::try_write_word`]; `false` (nothing read) for any other shape.
+    #[inline]
+    pub fn try_read_word(&self, offset: u64, dst: &mut [u8]) -> bool {
+        let (Ok(out), Some(w)) = (<&mut [u8; 8]>::try_from(dst), self.word_at(offset)) else {
+            return false;
+        };
+        // Relaxed: as `Region::read`; ordering comes from the synchronisation before the get.
+        *out = w.load(Ordering::Relaxed).to_le_bytes();
+        true
+    }
 }
 
 /// The segment part of a rank's object, as storage for an [`rgasnet_portals::Region`].
