@@ -486,7 +486,9 @@ impl Bench {
         let us = |d: Duration| d.as_secs_f64() * 1e6;
         let mut lines = Vec::new();
         if self.on_pshm {
-            let label = "AMShort ping-pong ReqRep rtt us (median)";
+            let label =
+                format!("AMShort ping-pong ReqRep rtt us (median of {PSHM_BATCH}-trip averages)");
+            let label = label.as_str();
             let raw_ref = raw.shm_rtt.map(|d| ("raw shm flag pingpong rtt us", us(d)));
             lines.push(match am(self, Cat::Short, 0) {
                 Some(v) => target_line(label, v, raw_ref, Goal::AtMost(PSHM_TARGET_RATIO)),
