@@ -473,12 +473,15 @@ impl Client {
     }
 }
 
-/// A region for AM buffers (send slots, receive blocks): an anonymous mapping whose large
-/// copies are `memcpy` ([`rgasnet_pshm::fast_region`]); a heap region if the mapping fails
-/// (same behaviour, slower copies of large Mediums).
-pub(crate) fn buffer_region(len: usize) -> Region {
+/// A region of `len` zeroed bytes for communication buffers (AM send slots and receive
+/// blocks, bounce and landing buffers of the extended API): an anonymous mapping whose copies
+/// of at least [`rgasnet_portals::memory::BULK_COPY_MIN`] bytes are `memcpy`
+/// ([`rgasnet_pshm::fast_region`]) instead of the word loop of a heap region, so a large
+/// message costs memory bandwidth, not instructions. A heap region if the mapping fails (same
+/// behaviour, slower large copies).
+pub fn buffer_region(len: usize) -> Region {
     rgasnet_pshm::fast_region(len).unwrap_or_else(|e| {
-        tracing::debug!(error = %e, "AM buffers fall back to the heap");
+        tracing::debug!(error = %e, "communication buffers fall back to the heap");
         Region::new(len)
     })
 }

@@ -39,7 +39,9 @@ mod shm;
 mod stats;
 mod token;
 
-pub use client::{Client, Limits, AM_PT, LONG_DATA_PT, MAX_LONG, MAX_MEDIUM, RMA_PT};
+pub use client::{
+    buffer_region, Client, Limits, AM_PT, LONG_DATA_PT, MAX_LONG, MAX_MEDIUM, RMA_PT,
+};
 pub use error::{AmError, AttachError, InitError};
 pub use handlers::{Category, Handler, RegisterError};
 pub use recv::in_handler;

@@ -82,9 +82,14 @@ pub(crate) fn attach(
         // Match the two barriers that supernode members run while they cross-map.
         inner.boot.barrier()?;
         inner.boot.barrier()?;
-        let segment = Region::try_new(segment_len).ok_or(AttachError::SegmentAlloc {
-            requested: segment_len as u64,
-        })?;
+        // A private mapping: puts land in it and gets read it with memcpy (as on the shared
+        // path), not with the word loop of a heap region.
+        let segment = match rgasnet_pshm::fast_region(segment_len) {
+            Ok(r) => r,
+            Err(_) => Region::try_new(segment_len).ok_or(AttachError::SegmentAlloc {
+                requested: segment_len as u64,
+            })?,
+        };
         return Ok((segment, None));
     }
     let config = NodeConfig::new(

@@ -12,7 +12,7 @@
 //! remote completion of a put and, for a get, the data in the destination buffer.
 
 use rgasnet_portals::engine::{Engine, GetArgs, MdHandle, PutArgs, RemoteAddr};
-use rgasnet_portals::{AckReq, ProcessId, Region};
+use rgasnet_portals::{AckReq, ProcessId};
 
 use crate::error::ExtError;
 use crate::ext::{Extended, Shared, GET_CHUNK, PUT_CHUNK, SMALL_GET};
@@ -334,7 +334,7 @@ impl Shared {
         let (landing, md, base) = match small {
             Some(s) => (Landing::Small(s), self.small_md, s as usize * SMALL_GET),
             None => {
-                let region = Region::new(len);
+                let region = rgasnet::buffer_region(len);
                 let md = self
                     .ni
                     .md_bind(rgasnet_portals::engine::MdSpec {

@@ -146,7 +146,7 @@ impl Extended {
             .collect();
         let ni = client.rma_ni().clone();
         let xeq = ni.eq_alloc(cap)?;
-        let small = Region::new(SMALL_SLOTS as usize * SMALL_GET);
+        let small = rgasnet::buffer_region(SMALL_SLOTS as usize * SMALL_GET);
         let small_md = bind_eq(&ni, &small, xeq)?;
         let seg_md = bind_eq(&ni, &segment, xeq)?;
         let sh = Shared {
@@ -328,7 +328,7 @@ impl Shared {
         if let Some(l) = lock(&self.lanes).pop() {
             return Ok(l);
         }
-        let region = Region::new(PUT_CHUNK);
+        let region = rgasnet::buffer_region(PUT_CHUNK);
         let md = bind_eq(&self.ni, &region, self.xeq).map_err(ExtError::portals(call))?;
         Ok(Lane { region, md })
     }

@@ -66,8 +66,8 @@ impl CounterSet {
                 ct: Some(ct),
             })
         };
-        let bounce = Region::new(PUT_CHUNK);
-        let landing = Region::new(NBI_LANDING);
+        let bounce = rgasnet::buffer_region(PUT_CHUNK);
+        let landing = rgasnet::buffer_region(NBI_LANDING);
         Ok(CounterSet {
             md_put: bind(&bounce, ct_put, MdOptions::EVENT_CT_ACK)?,
             md_seg_put: bind(segment, ct_put, MdOptions::EVENT_CT_ACK)?,
@@ -349,7 +349,7 @@ impl<'a> Group<'a> {
                 self.sync_gets(call)?;
             }
             let ct = self.set(call)?.ct_get;
-            let region = Region::new(len);
+            let region = rgasnet::buffer_region(len);
             let md = self
                 .sh
                 .ni
