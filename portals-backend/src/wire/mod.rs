@@ -245,9 +245,11 @@ impl<'a> Datagram<'a> {
             },
             frames,
         };
-        // Validate every frame now so that a datagram is either acted upon whole or not at all.
-        for frame in dg.frames() {
-            frame?;
+        // Validate every frame now so that a datagram is either acted upon whole or not at all
+        // (checked in place: building each frame twice cost as much as the rest of receiving).
+        let mut walk = dg.frames();
+        while walk.r.remaining() > 0 {
+            walk.check_frame()?;
         }
         Ok(dg)
     }
@@ -320,7 +322,32 @@ impl<'a> Frames<'a> {
         })
     }
 
+    /// Checks the next frame exactly as [`Frames::decode_frame`] would, without building it.
+    fn check_frame(&mut self) -> Result<(), WireError> {
+        let at = self.base.saturating_add(self.r.pos);
+        let kind = self.r.u8("frame type").map_err(|e| self.rebase(e))?;
+        match kind {
+            FRAME_DATA => self.decode_data().map(|_| ()),
+            FRAME_ACK => {
+                let (cumulative, _, _, n) = self.ack_header()?;
+                self.ack_ranges(cumulative, n, |_| {})
+            }
+            _ => Err(WireError::UnknownFrame { kind, at }),
+        }
+    }
+
     fn decode_ack(&mut self) -> Result<AckFrame, WireError> {
+        let (cumulative, largest, delay, n) = self.ack_header()?;
+        let mut ack = AckFrame::new(cumulative, largest, delay);
+        // At most MAX_SACK_RANGES (checked by ack_header), so every range fits.
+        self.ack_ranges(cumulative, n, |r| {
+            ack.push_range(r);
+        })?;
+        Ok(ack)
+    }
+
+    /// An ACK frame's fixed fields: cumulative ack, largest, delay and range count.
+    fn ack_header(&mut self) -> Result<(u64, u64, u32, u8), WireError> {
         let cumulative = self.r.u64("ack cumulative").map_err(|e| self.rebase(e))?;
         let largest = self.r.u64("ack largest").map_err(|e| self.rebase(e))?;
         let delay = self.r.u32("ack delay").map_err(|e| self.rebase(e))?;
@@ -328,9 +355,18 @@ impl<'a> Frames<'a> {
         if usize::from(n) > MAX_SACK_RANGES {
             return Err(WireError::TooManyRanges(n));
         }
-        let mut ack = AckFrame::new(cumulative, largest, delay);
-        // Ranges must be non-empty, strictly above the cumulative ack and strictly ascending
-        // with a gap between them (adjacent ranges would have been merged by any sender).
+        Ok((cumulative, largest, delay, n))
+    }
+
+    /// Reads `n` ranges, handing each to `push`. Ranges must be non-empty, strictly above the
+    /// cumulative ack and strictly ascending with a gap between them (adjacent ranges would
+    /// have been merged by any sender).
+    fn ack_ranges(
+        &mut self,
+        cumulative: u64,
+        n: u8,
+        mut push: impl FnMut(SackRange),
+    ) -> Result<(), WireError> {
         let mut floor = cumulative;
         for _ in 0..n {
             let start = self.r.u64("ack range start").map_err(|e| self.rebase(e))?;
@@ -339,9 +375,9 @@ impl<'a> Frames<'a> {
                 return Err(WireError::BadRange { start, end });
             }
             floor = end;
-            ack.push_range(SackRange { start, end });
+            push(SackRange { start, end });
         }
-        Ok(ack)
+        Ok(())
     }
 
     /// Reports truncation against the whole datagram rather than the frame area.
