@@ -50,15 +50,23 @@ impl RttEstimator {
 
     /// Feeds one sample (already corrected for the peer's ack delay).
     pub(crate) fn sample(&mut self, rtt: Duration) {
+        // In whole nanoseconds: Duration's checked seconds-and-nanoseconds arithmetic cost
+        // more than the rest of handling an ack. Samples beyond u64 nanoseconds (584 years)
+        // saturate.
+        let r = u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX);
+        let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         match self.srtt {
             None => {
                 self.srtt = Some(rtt);
                 self.rttvar = rtt / 2;
             }
             Some(srtt) => {
-                let err = srtt.abs_diff(rtt);
-                self.rttvar = (self.rttvar * 3 + err) / 4;
-                self.srtt = Some((srtt * 7 + rtt) / 8);
+                let (s, v) = (ns(srtt), ns(self.rttvar));
+                let err = s.abs_diff(r);
+                let var = (v.saturating_mul(3).saturating_add(err)) / 4;
+                let smooth = (s.saturating_mul(7).saturating_add(r)) / 8;
+                self.rttvar = Duration::from_nanos(var);
+                self.srtt = Some(Duration::from_nanos(smooth));
             }
         }
         self.base = self.compute_base();
