@@ -365,7 +365,9 @@ impl Interface {
     ) -> PtlResult<Option<T>> {
         let start = Instant::now();
         let deadline = timeout.map(|t| start + t);
-        let spin_until = start + self.inner.spin;
+        // Spinning restarts whenever a datagram arrives: a waiter keeps its core while traffic
+        // flows (a put target, a flood) and blocks only after `spin` of silence.
+        let mut spin_until = start + self.inner.spin;
         // Relaxed: the waiter count is only a hint for how long a wait may block.
         self.inner.waiters.fetch_add(1, Ordering::Relaxed);
         let _guard = WaiterGuard(&self.inner.waiters);
@@ -381,6 +383,9 @@ impl Interface {
                     return Ok(Some(v));
                 }
                 next_timer = st.stack.poll_timeout();
+                if received {
+                    spin_until = Instant::now() + self.inner.spin;
+                }
             }
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
