@@ -140,6 +140,14 @@ impl Client {
         let supernode = supernode_of(&config, &boot)?;
         // Shared memory covers a rank (itself included) only in a supernode of several.
         let net_peers = supernode.len() <= 1 || supernode.len() < boot.size() as usize;
+        if net_peers {
+            // Acknowledgements to remote peers also go out while the application is away.
+            // Without remote peers nothing needs it, and its wake-ups would only take the
+            // core of a rank spinning on shared memory.
+            iface.start_background_progress(
+                rgasnet_portals::interface::DEFAULT_BACKGROUND_PROGRESS,
+            )?;
+        }
         Ok(Client {
             inner: Arc::new(Inner {
                 rank: boot.rank(),

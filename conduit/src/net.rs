@@ -30,7 +30,8 @@ pub(crate) fn open_interface(config: &Config, boot: &Bootstrap) -> Result<Interf
             transport,
             uid: 0,
             spin: rgasnet_portals::udp::DEFAULT_SPIN,
-            background_progress: Some(rgasnet_portals::interface::DEFAULT_BACKGROUND_PROGRESS),
+            // Started by `Client::init` once it knows whether any peer is remote.
+            background_progress: None,
         },
         Box::new(endpoint),
     )?;

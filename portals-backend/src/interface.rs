@@ -84,8 +84,11 @@ pub struct InterfaceConfig {
     pub background_progress: Option<Duration>,
 }
 
-/// The default [`InterfaceConfig::background_progress`] period.
-pub const DEFAULT_BACKGROUND_PROGRESS: Duration = Duration::from_millis(1);
+/// The default [`InterfaceConfig::background_progress`] period. Background progress is for
+/// liveness (acknowledgements a busy process owes its peers), not latency: a longer period
+/// costs a peer a little waiting only while this process is away, and each wake-up takes a
+/// core from a spinning rank on a small machine.
+pub const DEFAULT_BACKGROUND_PROGRESS: Duration = Duration::from_millis(10);
 
 /// Largest datagram the driver receives.
 const RECV_BUF: usize = 65_536;
@@ -163,14 +166,15 @@ impl Interface {
             }),
         };
         if let Some(period) = cfg.background_progress {
-            iface.spawn_background(period)?;
+            iface.start_background_progress(period)?;
         }
         Ok(iface)
     }
 
-    /// Starts the background progress thread. It holds only a weak reference, so it ends
-    /// after the interface is dropped.
-    fn spawn_background(&self, period: Duration) -> PtlResult<()> {
+    /// Starts background progress (see [`InterfaceConfig::background_progress`]) for an
+    /// interface built without it, e.g. once its owner knows it has remote peers at all. The
+    /// thread holds only a weak reference, so it ends after the interface is dropped.
+    pub fn start_background_progress(&self, period: Duration) -> PtlResult<()> {
         let weak = Arc::downgrade(&self.inner);
         std::thread::Builder::new()
             .name(format!("rgasnet-progress-{}", self.inner.local))
