@@ -43,6 +43,7 @@ mod barrier;
 mod error;
 mod explicit;
 mod ext;
+mod handle;
 mod memset;
 mod nbi;
 mod ops;
