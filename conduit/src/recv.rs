@@ -178,7 +178,6 @@ impl Inner {
     }
 
     fn drain_network(&self, call: &'static str, att: &Attached) -> Result<usize, AmError> {
-        self.process_send_events(call)?;
         let mut ran = 0;
         for _ in 0..POLL_BATCH {
             let (work, more) = self.next_work(call, att)?;
@@ -190,6 +189,8 @@ impl Inner {
                 break;
             }
         }
+        // Acknowledgements only free send buffers: after the handlers, which someone waits for.
+        self.process_send_events(call)?;
         Ok(ran)
     }
 

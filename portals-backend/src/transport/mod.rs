@@ -589,7 +589,10 @@ impl Transport {
             }
         }
         self.stats.reassembly_high_water = self.budget.high_water;
-        let wants_tx = peer.recv.ack_pending || peer.send.has_sendable(window);
+        // Ready only for an ack that is due now (or data): a pending ack that may wait rides
+        // the next data to this peer or leaves at its timer, and a driver's transmit pass
+        // between now and then finds nothing to do instead of re-arming the timer.
+        let wants_tx = peer.recv.ack_due(now, self.cfg.ack_every) || peer.send.has_sendable(window);
         if wants_tx {
             self.mark_ready(from);
         }
