@@ -1,8 +1,10 @@
 //! The driver: a [`Stack`] behind a mutex, a datagram [`Link`] (a UDP socket in production) and
 //! the clock. This is the API applications call. Progress happens inside the caller's calls:
 //! every operation flushes what it produced onto the wire, and every wait receives, runs
-//! timers and transmits until its condition holds — spinning briefly, then blocking in the
-//! kernel so that an idle process does not burn a core.
+//! timers and transmits until its condition holds — spinning while datagrams arrive, then
+//! blocking in the kernel so that an idle process does not burn a core. Optionally a
+//! background thread ([`InterfaceConfig::background_progress`]) makes progress for a process
+//! that has stopped calling in, so that its peers still get their acknowledgements.
 //!
 //! Several threads may use one interface at once: each call takes the lock only for the
 //! engine work it needs, and waiting threads take turns making progress.

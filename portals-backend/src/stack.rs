@@ -3,6 +3,12 @@
 //! messages addressed to the interface itself straight back into the engine, and turns a
 //! transport's peer failure into failed operations. The UDP driver ([`crate::interface`]) and
 //! the simulated-network tests both drive a `Stack`.
+//!
+//! It also holds back lazy acknowledgements ([`crate::types::PtOptions::LAZY_ACK`], an rgasnet
+//! extension): a successful ACK of a put to such a portal waits, at most
+//! [`DEFAULT_LAZY_ACK_DELAY`], for another message to the same peer and then leaves in the same
+//! datagram. An active-message reply's ACK thereby rides the requester's next request instead
+//! of costing a datagram of its own each way.
 
 use std::time::{Duration, Instant};
 
