@@ -142,14 +142,18 @@ impl Stack {
         if self.lazy.is_empty() {
             return;
         }
-        let held = std::mem::take(&mut self.lazy);
-        for (dest, message) in held {
+        let mut held = std::mem::take(&mut self.lazy);
+        let mut kept = Vec::new();
+        for (dest, message) in held.drain(..) {
             if peer.is_none_or(|p| p == dest) {
                 self.send(now, dest, message);
             } else {
-                self.lazy.push((dest, message));
+                kept.push((dest, message));
             }
         }
+        // Sending never holds anything new, so `self.lazy` is still empty here. Keep the
+        // emptied vector (and its allocation) unless some ACKs stay held.
+        self.lazy = if kept.is_empty() { held } else { kept };
         if self.lazy.is_empty() {
             self.lazy_deadline = None;
         }
