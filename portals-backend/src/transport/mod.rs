@@ -409,8 +409,9 @@ impl Transport {
         }
         peer.send.push(now, message);
         self.stats.messages_sent += 1;
+        // No timer changes until frames leave: the peer is ready, and `poll_transmit`
+        // reschedules it after writing them (a timer lookup per message saved).
         self.mark_ready(dest);
-        self.reschedule(dest);
         Ok(())
     }
 

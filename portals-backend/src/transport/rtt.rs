@@ -5,20 +5,28 @@ use std::time::Duration;
 /// Smoothed RTT, its variation, and the resulting retransmission timeout.
 #[derive(Debug, Clone)]
 pub(crate) struct RttEstimator {
-    srtt: Option<Duration>,
-    rttvar: Duration,
-    initial: Duration,
-    min: Duration,
+    /// Smoothed RTT and its variation, in whole nanoseconds: Duration's checked
+    /// seconds-and-nanoseconds arithmetic cost more than the rest of handling an ack.
+    srtt_ns: Option<u64>,
+    rttvar_ns: u64,
+    min_ns: u64,
     max: Duration,
     /// The peer may hold an ack this long before sending it; added to the timeout so that a
     /// delayed ack is not mistaken for a loss.
-    max_ack_delay: Duration,
+    max_ack_delay_ns: u64,
+    /// The smoothed RTT as a Duration (what `srtt()` hands out).
+    srtt: Option<Duration>,
     /// `rto(0)`, recomputed on every sample: every datagram sent asks for it.
     base: Duration,
 }
 
 /// Clock granularity term of RFC 6298 (`G`): the timeout is never closer than this to SRTT.
 const GRANULARITY: Duration = Duration::from_micros(50);
+
+/// Nanoseconds of `d`, saturating (u64 nanoseconds last 584 years).
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
 
 impl RttEstimator {
     pub(crate) fn new(
@@ -27,49 +35,37 @@ impl RttEstimator {
         max: Duration,
         max_ack_delay: Duration,
     ) -> Self {
-        let mut e = RttEstimator {
-            srtt: None,
-            rttvar: Duration::ZERO,
-            initial,
-            min,
+        RttEstimator {
+            srtt_ns: None,
+            rttvar_ns: 0,
+            min_ns: nanos(min),
             max,
-            max_ack_delay,
-            base: initial,
-        };
-        e.base = e.compute_base();
-        e
-    }
-
-    fn compute_base(&self) -> Duration {
-        let base = match self.srtt {
-            None => self.initial,
-            Some(srtt) => srtt + (self.rttvar * 4).max(GRANULARITY) + self.max_ack_delay,
-        };
-        base.clamp(self.min, self.max)
+            max_ack_delay_ns: nanos(max_ack_delay),
+            srtt: None,
+            base: initial.clamp(min, max.max(min)),
+        }
     }
 
     /// Feeds one sample (already corrected for the peer's ack delay).
     pub(crate) fn sample(&mut self, rtt: Duration) {
-        // In whole nanoseconds: Duration's checked seconds-and-nanoseconds arithmetic cost
-        // more than the rest of handling an ack. Samples beyond u64 nanoseconds (584 years)
-        // saturate.
-        let r = u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX);
-        let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        match self.srtt {
-            None => {
-                self.srtt = Some(rtt);
-                self.rttvar = rtt / 2;
-            }
-            Some(srtt) => {
-                let (s, v) = (ns(srtt), ns(self.rttvar));
+        let r = nanos(rtt);
+        let (s, v) = match self.srtt_ns {
+            None => (r, r / 2),
+            Some(s) => {
                 let err = s.abs_diff(r);
-                let var = (v.saturating_mul(3).saturating_add(err)) / 4;
-                let smooth = (s.saturating_mul(7).saturating_add(r)) / 8;
-                self.rttvar = Duration::from_nanos(var);
-                self.srtt = Some(Duration::from_nanos(smooth));
+                (
+                    s.saturating_mul(7).saturating_add(r) / 8,
+                    self.rttvar_ns.saturating_mul(3).saturating_add(err) / 4,
+                )
             }
-        }
-        self.base = self.compute_base();
+        };
+        self.srtt_ns = Some(s);
+        self.rttvar_ns = v;
+        self.srtt = Some(Duration::from_nanos(s));
+        let base = s
+            .saturating_add(v.saturating_mul(4).max(nanos(GRANULARITY)))
+            .saturating_add(self.max_ack_delay_ns);
+        self.base = Duration::from_nanos(base.max(self.min_ns)).min(self.max);
     }
 
     /// The smoothed RTT, once a sample was taken.
@@ -83,10 +79,9 @@ impl RttEstimator {
         if backoff == 0 {
             return self.base;
         }
-        let base = self.base;
         // Doubling saturates well before 2^16; beyond that the clamp to `max` decides anyway.
         let factor = 1u32 << backoff.min(16);
-        base.saturating_mul(factor).min(self.max)
+        self.base.saturating_mul(factor).min(self.max)
     }
 }
 
