@@ -378,15 +378,15 @@ impl Client {
         a.shm.as_ref()?.node.segment(rank)
     }
 
-    /// Whether an active message is waiting in this rank's shared-memory queues (cheap: two
-    /// loads). Layers that block on the network socket check it so that node-local messages
-    /// wake them too.
+    /// Whether shared memory has work for `poll()`: an active message waiting in this rank's
+    /// queues, or a deferred reply to send (cheap: a few loads, no lock). Layers that block on
+    /// the network socket check it so that node-local messages wake them too.
     pub fn shm_pending(&self) -> bool {
-        let Some(shm) = self.inner.attached.get().and_then(|a| a.shm.as_ref()) else {
-            return false;
-        };
-        // Another thread draining the queues holds the lock: it will run the handlers.
-        shm.rx.try_lock().is_ok_and(|rx| rx.has_pending())
+        self.inner
+            .attached
+            .get()
+            .and_then(|a| a.shm.as_ref())
+            .is_some_and(|shm| shm.pending())
     }
 
     /// This rank's segment (`None` before attach).

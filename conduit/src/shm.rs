@@ -53,6 +53,15 @@ enum OwnedBody {
     },
 }
 
+impl Shm {
+    /// Whether `poll()` has shared-memory work: a message waiting in this rank's queues or a
+    /// deferred reply to send. A hint without locks (see `Node::has_incoming`).
+    pub(crate) fn pending(&self) -> bool {
+        // Relaxed: a hint, as the queue heads are.
+        self.node.has_incoming() || self.has_deferred.load(Ordering::Relaxed)
+    }
+}
+
 impl DeferredReply {
     fn message(&self) -> AmMessage<'_> {
         AmMessage {
