@@ -2,6 +2,7 @@
 //! on.
 
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use rgasnet_launcher::Bootstrap;
 use rgasnet_portals::engine::{EqHandle, LeSpec, MdHandle, MdSpec, MeHandle, MeSpec};
@@ -387,6 +388,33 @@ impl Client {
             .get()
             .and_then(|a| a.shm.as_ref())
             .is_some_and(|shm| shm.pending())
+    }
+
+    /// Whether some rank of the job is reached over the network (false when every rank shares
+    /// memory with this one).
+    pub fn has_remote_peers(&self) -> bool {
+        self.inner.net_peers
+    }
+
+    /// Waits at most `timeout` for shared-memory work for `poll()` (see
+    /// [`Client::shm_pending`]): spins briefly, then sleeps on the doorbell futex that node
+    /// peers ring when they enqueue for a sleeping rank. Returns whether there is work; `false`
+    /// at once without node peers. For a waiter that has nothing to expect from the network.
+    pub fn wait_shm(&self, timeout: Duration) -> bool {
+        let Some(shm) = self.inner.attached.get().and_then(|a| a.shm.as_ref()) else {
+            return false;
+        };
+        if shm.pending() {
+            return true;
+        }
+        match shm.rx.try_lock() {
+            Ok(rx) => rx.wait(timeout) || shm.pending(),
+            // Another thread is draining the queues: let the caller look again.
+            Err(_) => {
+                std::thread::yield_now();
+                true
+            }
+        }
     }
 
     /// This rank's segment (`None` before attach).

@@ -473,7 +473,11 @@ impl Shared {
             // wake a wait on the socket: look at the queues in the check and block in shorter
             // slices.
             let shm = self.core.client.supernode().len() > 1;
-            let slice = if once {
+            // With every rank on shared memory nothing arrives on the socket that this wait
+            // needs (node puts and gets are copies): one look at the engine, then sleep on the
+            // shared-memory doorbell, which a node peer's message does ring.
+            let shm_only = shm && !self.core.client.has_remote_peers();
+            let slice = if once || shm_only {
                 Duration::ZERO
             } else if shm {
                 SHM_POLL_SLICE
@@ -511,6 +515,9 @@ impl Shared {
             }
             if r == Some(true) || once {
                 return Ok(());
+            }
+            if shm_only && r.is_none() {
+                self.core.client.wait_shm(SHM_POLL_SLICE);
             }
         }
     }
