@@ -152,7 +152,7 @@ impl Inner {
         let mut ran = ran;
         let mut result = Ok(());
         for _ in 0..NET_ROUNDS {
-            let arrived = match iface.progress_holding_until_event() {
+            let arrived = match iface.progress_holding() {
                 Ok(a) => a,
                 Err(source) => {
                     result = Err(AmError::Portals { call, source });

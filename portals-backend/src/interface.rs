@@ -329,18 +329,10 @@ impl Interface {
     /// due — the engine's acknowledgements, the transport's acks — until the next call that
     /// transmits: an operation, a wait, or [`Interface::flush`]. A layer that answers what it
     /// receives (an AM handler's reply) then sends the acknowledgement and its answer in one
-    /// datagram. The caller must flush before it stops calling in.
-    pub fn progress_holding(&self) -> PtlResult<()> {
-        let mut st = self.lock();
-        let mut received = false;
-        self.progress_until(&mut st, &mut received, false, &mut |_| Ok(None::<()>))
-            .map(|_| ())
-    }
-
-    /// [`Interface::progress_holding`] that returns as soon as a received message posted an
-    /// event, so that its consumer (an AM handler) runs before the next, usually empty,
-    /// `recv` system call. Returns whether any datagram arrived.
-    pub fn progress_holding_until_event(&self) -> PtlResult<bool> {
+    /// datagram. It returns as soon as a received message posted an event, so that its
+    /// consumer (an AM handler) runs before the next, usually empty, `recv` system call.
+    /// Returns whether any datagram arrived. The caller must flush before it stops calling in.
+    pub fn progress_holding(&self) -> PtlResult<bool> {
         let mut st = self.lock();
         let mut received = false;
         let before = st.stack.engine.stats().events_posted;

@@ -413,12 +413,20 @@ fn flood(c: &Client, st: &State, per_sender: usize) -> Result<(), String> {
     Ok(())
 }
 
-fn reqrep_flood(c: &Client, st: &State, count: u64) -> Result<(), String> {
+/// Both ranks send `count` Short requests to handler `handler` of the other and poll until
+/// they handled as many requests and received as many replies; `what` names the mode.
+fn request_flood(
+    c: &Client,
+    st: &State,
+    count: u64,
+    handler: u8,
+    what: &str,
+) -> Result<(), String> {
     let me = c.rank();
     let peer = (me + 1) % c.size();
     let e = |e: AmError| e.to_string();
     for i in 0..count {
-        c.am_request_short(peer, SHORT_REQ, &args_for(me, (i % 17) as usize))
+        c.am_request_short(peer, handler, &args_for(me, (i % 17) as usize))
             .map_err(e)?;
     }
     let ok = poll_until(c, 120, || {
@@ -427,43 +435,17 @@ fn reqrep_flood(c: &Client, st: &State, count: u64) -> Result<(), String> {
     .map_err(e)?;
     if !ok {
         return Err(format!(
-            "request/reply flood stalled: {} replies, {} requests of {count}",
+            "{what} stalled: {} replies, {} requests of {count}",
             st.replies.load(Ordering::Relaxed),
             st.requests.load(Ordering::Relaxed)
         ));
     }
-    println!("rank {me}: request/reply flood ok: {count} each way");
+    println!("rank {me}: {what} ok: {count} requests and replies each way");
     Ok(())
 }
 
 /// Payload of the replies of `big_reply_req`.
 const BIG_REPLY: usize = 60_000;
-
-/// Both ranks send each other many Short requests whose handlers answer with large Medium
-/// replies, so that each rank's handlers find the other's reply queue full while the other is
-/// inside handlers too: neither may wait for the other there.
-fn reply_storm(c: &Client, st: &State, count: u64) -> Result<(), String> {
-    let me = c.rank();
-    let peer = (me + 1) % c.size();
-    let e = |e: AmError| e.to_string();
-    for i in 0..count {
-        c.am_request_short(peer, BIG_REPLY_REQ, &args_for(me, (i % 5) as usize))
-            .map_err(e)?;
-    }
-    let ok = poll_until(c, 120, || {
-        st.replies.load(Ordering::Relaxed) >= count && st.requests.load(Ordering::Relaxed) >= count
-    })
-    .map_err(e)?;
-    if !ok {
-        return Err(format!(
-            "reply storm stalled: {} replies, {} requests of {count}",
-            st.replies.load(Ordering::Relaxed),
-            st.requests.load(Ordering::Relaxed)
-        ));
-    }
-    println!("rank {me}: reply storm ok: {count} large requests and replies each way");
-    Ok(())
-}
 
 fn threads(c: &Client, st: &Arc<State>, per_thread: u64) -> Result<(), String> {
     let n = c.size();
@@ -627,8 +609,11 @@ fn main() -> ExitCode {
     let r = match mode.as_str() {
         "basic" => basic(&c, &st),
         "flood" => flood(&c, &st, 1000),
-        "reqrep-flood" => reqrep_flood(&c, &st, 20_000),
-        "reply-storm" => reply_storm(&c, &st, 300),
+        "reqrep-flood" => request_flood(&c, &st, 20_000, SHORT_REQ, "request/reply flood"),
+        // Short requests answered by large Medium replies: each rank's handlers find the
+        // other's reply queue full while the other is inside handlers too, and neither may
+        // wait for the other there.
+        "reply-storm" => request_flood(&c, &st, 300, BIG_REPLY_REQ, "reply storm"),
         "threads" => threads(&c, &st, 500),
         "errors" => errors(&c, &st),
         "unregistered" => {
