@@ -26,6 +26,13 @@ pub const PINGPONG_SIZES: [usize; 2] = [8, 65_000];
 pub const STREAM_MSG: usize = 1 << 20;
 /// Copy size of the memcpy baseline.
 pub const MEMCPY_SIZE: usize = 1 << 20;
+/// Round trips per clock reading of the shared-memory flag ping-pong, and of the AM ping-pong
+/// that is compared with it (testam): the figure is the median of the averages of such
+/// batches on both sides, so that the scheduler's interruptions on a shared machine, which a
+/// long run would average in, are ignored the same way on both sides of the ratio.
+pub const SHM_BATCH: u64 = 10;
+/// Batches of the flag ping-pong (about 2 ms in all).
+const SHM_BATCHES: u32 = 3000;
 
 /// A raw baseline that could not be measured.
 #[derive(Debug, thiserror::Error)]
@@ -304,7 +311,7 @@ fn shm_baselines(client: &Client, figs: &mut RawFigures) -> Result<(), RawError>
     let mut result = Ok(());
     if on_pshm && client.rank() == 0 {
         result = (|| {
-            figs.shm_rtt = Some(rgasnet_pshm::baseline::shm_flag_pingpong(10_000, 5)?);
+            figs.shm_rtt = Some(rgasnet_pshm::baseline::shm_flag_pingpong(SHM_BATCH as u32, SHM_BATCHES)?);
             figs.memcpy_bps = Some(rgasnet_pshm::baseline::memcpy_bandwidth(MEMCPY_SIZE, 5)? * 1e6);
             Ok(())
         })();

@@ -18,6 +18,9 @@ const PARTNER_TIMEOUT: Duration = Duration::from_secs(10);
 const FLAG: usize = 0;
 const PARENT: usize = 16;
 const STOP: u64 = u64::MAX;
+/// Round trips before timing starts, whatever the run length: the partner is scheduled and
+/// the line is hot.
+const WARM_UP: u32 = 1000;
 
 /// The median of `v` (sorted in place); `None` if empty.
 pub fn median<T: PartialOrd + Copy>(v: &mut [T]) -> Option<T> {
@@ -44,7 +47,7 @@ pub fn shm_flag_pingpong(iterations: u32, runs: u32) -> Result<Duration, Baselin
         Ok(())
     };
     // Warm-up: the partner is scheduled and the line is hot.
-    for _ in 0..iterations.min(1000) {
+    for _ in 0..WARM_UP {
         round_trip()?;
     }
     let mut samples = Vec::with_capacity(runs as usize);

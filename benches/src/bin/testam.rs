@@ -7,9 +7,9 @@
 //! marks a final size that is not a power of two). The raw UDP baselines of the machine are
 //! measured in the same run, and a closing `target:` line holds the AM round trips against
 //! them: over the network, medians of per-iteration round trips on both sides; over shared
-//! memory, the median of the averages of batches of [`PSHM_BATCH`] round trips, timed as the
-//! raw flag ping-pong is (median of run averages), because there two clock reads per round
-//! trip would cost more than half of the round trip being measured.
+//! memory, the median of the averages of batches of [`raw::SHM_BATCH`] round trips, exactly as
+//! the raw flag ping-pong is timed, because there two clock reads per round trip would cost
+//! more than half of the round trip being measured.
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -32,12 +32,10 @@ const TARGET_RATIO: f64 = 1.25;
 /// Round-trip ratio issue 6 asks for (AM / raw shared-memory flag ping-pong) over PSHM.
 const PSHM_TARGET_RATIO: f64 = 2.0;
 
-/// Round trips per clock reading in ping-pong ReqRep on the shared-memory path. On this
-/// kind of VM a clock read costs about 25 ns, against a round trip of a few hundred ns;
-/// GASNet's testam reads the clock only around its whole loop. Ten keeps the clock's share
-/// to a few percent while a batch stays short enough that most batches miss the scheduler's
-/// interruptions on a shared machine (the median then ignores the ones that do not).
-const PSHM_BATCH: u64 = 10;
+/// Round trips per clock reading in ping-pong ReqRep on the shared-memory path (see
+/// [`raw::SHM_BATCH`]). A clock read costs about 25 ns here, against a round trip of a few
+/// hundred ns; GASNet's testam reads the clock only around its whole loop.
+const PSHM_BATCH: u64 = raw::SHM_BATCH;
 
 const PING: [u8; 3] = [128, 130, 132];
 const PONG: [u8; 3] = [129, 131, 133];
