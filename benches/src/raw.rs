@@ -311,7 +311,10 @@ fn shm_baselines(client: &Client, figs: &mut RawFigures) -> Result<(), RawError>
     let mut result = Ok(());
     if on_pshm && client.rank() == 0 {
         result = (|| {
-            figs.shm_rtt = Some(rgasnet_pshm::baseline::shm_flag_pingpong(SHM_BATCH as u32, SHM_BATCHES)?);
+            figs.shm_rtt = Some(rgasnet_pshm::baseline::shm_flag_pingpong(
+                SHM_BATCH as u32,
+                SHM_BATCHES,
+            )?);
             figs.memcpy_bps = Some(rgasnet_pshm::baseline::memcpy_bandwidth(MEMCPY_SIZE, 5)? * 1e6);
             Ok(())
         })();

@@ -487,9 +487,10 @@ pub(crate) fn am_block_spec(region: &Region) -> MeSpec {
 
 impl Inner {
     pub(crate) fn attached(&self, call: &'static str) -> Result<&Attached, crate::error::AmError> {
+        // `ok_or_else`: an eagerly built error is dropped (a call) on every success.
         self.attached
             .get()
-            .ok_or(crate::error::AmError::NotAttached { call })
+            .ok_or_else(|| crate::error::AmError::NotAttached { call })
     }
 
     /// Ends the job after a condition the protocol cannot recover from, naming it.

@@ -146,7 +146,7 @@ impl Inner {
         let entry = att
             .handlers
             .get(handler)
-            .ok_or(AmError::UnregisteredHandler { call, handler })?;
+            .ok_or_else(|| AmError::UnregisteredHandler { call, handler })?;
         if entry.category != category {
             return Err(AmError::WrongCategory {
                 call,

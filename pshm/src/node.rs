@@ -14,7 +14,7 @@ use crate::barrier::{BarrierTicket, BarrierWords};
 use crate::error::{RecvError, SendError, SetupError};
 use crate::layout::{self, Layout, MIN_QUEUE_CELLS};
 use crate::message::AmMessage;
-use crate::queue::{Received, Ring};
+use crate::queue::{Received, RingPlace};
 use crate::segment::{self, as_u32, MappedSegment, Mapping, SegmentMemory};
 use crate::wait::{self, WaitPolicy};
 
@@ -77,8 +77,9 @@ enum Queue {
     Reply,
 }
 
-#[inline]
-fn ring<'m>(words: &'m [AtomicU64], layout: &Layout, which: Queue) -> Ring<'m> {
+/// Locates queue `which` of an object laid out as `layout` (checked against the mapping's size
+/// when it was opened, so this fails only on a bug).
+fn place(mapping: &Arc<Mapping>, layout: &Layout, which: Queue) -> Result<RingPlace, SetupError> {
     let (tail, head, cells, name) = match which {
         Queue::Request => (
             layout::W_REQ_TAIL,
@@ -93,13 +94,15 @@ fn ring<'m>(words: &'m [AtomicU64], layout: &Layout, which: Queue) -> Ring<'m> {
             "reply",
         ),
     };
-    // In bounds: every mapping was checked to hold `layout.object_len` bytes.
-    Ring {
-        tail: &words[tail],
-        head: &words[head],
-        cells: &words[cells..cells + layout.ring_words()],
+    RingPlace::locate(
+        Arc::clone(mapping),
+        tail,
+        head,
+        cells,
+        layout.ring_words(),
         name,
-    }
+    )
+    .ok_or_else(|| SetupError::Config(format!("the {name} queue lies outside its object")))
 }
 
 /// A member of the supernode (this rank included) as seen from this process.
@@ -107,6 +110,8 @@ struct Peer {
     rank: u32,
     mapping: Arc<Mapping>,
     layout: Layout,
+    requests: RingPlace,
+    replies: RingPlace,
     /// This process's caches of the peer's queue heads (see `queue`: saves a cache miss per
     /// message while the queue has room).
     request_head: AtomicU64,
@@ -138,6 +143,8 @@ impl Peer {
             })?;
         Ok(Peer {
             rank,
+            requests: place(&mapping, &layout, Queue::Request)?,
+            replies: place(&mapping, &layout, Queue::Reply)?,
             mapping,
             layout,
             request_head: AtomicU64::new(0),
@@ -149,13 +156,12 @@ impl Peer {
 
     #[inline]
     fn send(&self, from: u32, which: Queue, msg: &AmMessage<'_>) -> Result<(), SendError> {
-        let words = self.mapping.words();
-        let cache = match which {
-            Queue::Request => &self.request_head,
-            Queue::Reply => &self.reply_head,
+        let (place, cache) = match which {
+            Queue::Request => (&self.requests, &self.request_head),
+            Queue::Reply => (&self.replies, &self.reply_head),
         };
-        if ring(words, &self.layout, which).try_enqueue(cache, from, self.rank, msg)? {
-            wait::wake(as_u32(&words[layout::W_DOORBELL]));
+        if place.ring().try_enqueue(cache, from, self.rank, msg)? {
+            wait::wake(as_u32(&self.mapping.words()[layout::W_DOORBELL]));
         }
         Ok(())
     }
@@ -170,8 +176,14 @@ pub struct Node {
     peers: Vec<Peer>,
     /// Index of this rank in `members`/`peers`.
     own: usize,
+    /// `peers` index of every rank up to the largest member, `NOT_A_MEMBER` for the others:
+    /// routing asks this for every message, and a binary search was a tenth of a send.
+    index_of: Vec<u32>,
     wait: WaitPolicy,
 }
+
+/// [`Node::index_of`] entry of a rank outside the supernode.
+const NOT_A_MEMBER: u32 = u32::MAX;
 
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -226,8 +238,8 @@ impl Node {
         })?;
         guard.unlink()?;
         let receiver = Receiver {
-            requests: Inbox::new(Arc::clone(&own), layout, Queue::Request),
-            replies: Inbox::new(Arc::clone(&own), layout, Queue::Reply),
+            requests: Inbox::new(&own, &layout, Queue::Request)?,
+            replies: Inbox::new(&own, &layout, Queue::Reply)?,
             mapping: own,
             wait: config.wait,
         };
@@ -235,8 +247,14 @@ impl Node {
             .members
             .binary_search(&config.rank)
             .map_err(|_| SetupError::Config("rank left the supernode members".into()))?;
+        let top = config.members.last().map_or(0, |&r| r as usize + 1);
+        let mut index_of = vec![NOT_A_MEMBER; top];
+        for (i, &r) in config.members.iter().enumerate() {
+            index_of[r as usize] = i as u32;
+        }
         let node = Node {
             own,
+            index_of,
             rank: config.rank,
             members: config.members,
             peers,
@@ -257,8 +275,9 @@ impl Node {
 
     #[inline]
     fn peer(&self, rank: u32) -> Option<&Peer> {
-        let i = self.members.binary_search(&rank).ok()?;
-        self.peers.get(i)
+        let i = *self.index_of.get(rank as usize)?;
+        // `NOT_A_MEMBER` is past the end of `peers`.
+        self.peers.get(i as usize)
     }
 
     /// `rank`'s segment, mapped in this process (load/store and copies go straight to the
@@ -306,9 +325,8 @@ impl Node {
         let Some(own) = self.peers.get(self.own) else {
             return false;
         };
-        let words = own.mapping.words();
-        [Queue::Reply, Queue::Request].into_iter().any(|q| {
-            let r = ring(words, &own.layout, q);
+        [&own.replies, &own.requests].into_iter().any(|place| {
+            let r = place.ring();
             // Relaxed: a hint (see above); the consumer's own copy of `head` is the truth.
             r.committed_at(r.head.load(Ordering::Relaxed))
         })
@@ -343,8 +361,7 @@ impl Node {
 
 /// One of this rank's two queues, as its single consumer.
 pub struct Inbox {
-    mapping: Arc<Mapping>,
-    layout: Layout,
+    place: RingPlace,
     which: Queue,
     /// Consumer's copy of `head` (only this process writes the shared one).
     head: u64,
@@ -360,30 +377,24 @@ impl std::fmt::Debug for Inbox {
 }
 
 impl Inbox {
-    fn new(mapping: Arc<Mapping>, layout: Layout, which: Queue) -> Inbox {
-        Inbox {
-            mapping,
-            layout,
+    fn new(mapping: &Arc<Mapping>, layout: &Layout, which: Queue) -> Result<Inbox, SetupError> {
+        Ok(Inbox {
+            place: place(mapping, layout, which)?,
             which,
             head: 0,
-        }
+        })
     }
 
     /// Takes the next message, if any. Its cells are released when the returned value is
     /// dropped, so drop it promptly (after running the handler).
     #[inline]
     pub fn try_recv(&mut self) -> Result<Option<Received<'_>>, RecvError> {
-        ring(self.mapping.words(), &self.layout, self.which).try_dequeue(&mut self.head)
-    }
-
-    #[inline]
-    fn ring(&self) -> Ring<'_> {
-        ring(self.mapping.words(), &self.layout, self.which)
+        self.place.ring().try_dequeue(&mut self.head)
     }
 
     /// Whether a message is waiting.
     pub fn has_pending(&self) -> bool {
-        self.ring().committed_at(self.head)
+        self.place.ring().committed_at(self.head)
     }
 }
 
@@ -426,7 +437,7 @@ impl Receiver {
                 return false;
             }
             let bell = as_u32(&self.mapping.words()[layout::W_DOORBELL]);
-            let (req, rep) = (self.requests.ring(), self.replies.ring());
+            let (req, rep) = (self.requests.place.ring(), self.replies.place.ring());
             wait::sleep(
                 bell,
                 left,

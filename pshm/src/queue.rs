@@ -60,10 +60,13 @@
 //!   ordered before that release.
 //! - Header and argument words are `Relaxed` atomics: the marker orders them.
 
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{RecvError, SendError};
+use crate::segment::Mapping;
 
 /// Bit of `tail` that says the receiver is going to sleep (see the module docs).
 pub(crate) const SLEEP_BIT: u64 = 1 << 63;
@@ -72,6 +75,71 @@ use crate::message::{
     cells_for, pack_meta, pack_sizes, payload_offset, unpack_meta, unpack_sizes, AmCategory,
     AmMessage, Body, HEADER_BYTES, KIND_MESSAGE, KIND_PAD, MAX_ARGS, MAX_MEDIUM,
 };
+
+/// Where one ring lives inside a mapping, located and bounds-checked once, so that building
+/// its [`Ring`] view per message costs a few loads instead of re-slicing the mapping (which
+/// showed up as a tenth of the instructions of a shared-memory round trip).
+pub(crate) struct RingPlace {
+    /// Keeps the memory the pointers below point into mapped (never read otherwise).
+    _mapping: Arc<Mapping>,
+    tail: NonNull<AtomicU64>,
+    head: NonNull<AtomicU64>,
+    cells: NonNull<AtomicU64>,
+    /// Words of the cells (`cap * CELL_WORDS`).
+    cell_words: usize,
+    name: &'static str,
+}
+
+// SAFETY: the pointers point into `_mapping`, which is `Send + Sync` and kept alive by the
+// `Arc`; everything is reached through atomics (or the ring protocol's exclusive byte copies),
+// as through `Mapping::words` itself.
+unsafe impl Send for RingPlace {}
+// SAFETY: as above.
+unsafe impl Sync for RingPlace {}
+
+impl RingPlace {
+    /// Locates the ring whose `tail` and `head` are the words of those indices of `mapping`
+    /// and whose cells are the `cell_words` words from index `first`; `None` if any of that
+    /// lies outside the mapping.
+    pub(crate) fn locate(
+        mapping: Arc<Mapping>,
+        tail: usize,
+        head: usize,
+        first: usize,
+        cell_words: usize,
+        name: &'static str,
+    ) -> Option<RingPlace> {
+        let words = mapping.words();
+        let tail = NonNull::from(words.get(tail)?);
+        let head = NonNull::from(words.get(head)?);
+        let cells = words.get(first..first.checked_add(cell_words)?)?;
+        let cells = NonNull::from(cells.first()?);
+        Some(RingPlace {
+            tail,
+            head,
+            cells,
+            cell_words,
+            name,
+            _mapping: mapping,
+        })
+    }
+
+    /// The ring, for as long as `self` is borrowed.
+    #[inline]
+    pub(crate) fn ring(&self) -> Ring<'_> {
+        // SAFETY: `locate` checked that the pointers and `cell_words` words from `cells` lie
+        // inside `_mapping`, which `self` keeps mapped for the borrow's lifetime; the words are
+        // initialised AtomicU64s (see `Mapping::words`).
+        unsafe {
+            Ring {
+                tail: self.tail.as_ref(),
+                head: self.head.as_ref(),
+                cells: std::slice::from_raw_parts(self.cells.as_ptr(), self.cell_words),
+                name: self.name,
+            }
+        }
+    }
+}
 
 /// A view of one ring inside a mapping.
 #[derive(Clone, Copy)]
