@@ -163,9 +163,21 @@ impl<'a> Ring<'a> {
         &self.cells[cell as usize * CELL_WORDS + word]
     }
 
+    /// The words of cell `cell` (one bounds check for all of them).
+    #[inline]
+    fn cell(&self, cell: u64) -> &'a [AtomicU64; CELL_WORDS] {
+        let first = cell as usize * CELL_WORDS;
+        match self.cells[first..first + CELL_WORDS].try_into() {
+            Ok(c) => c,
+            // The slice has exactly CELL_WORDS words.
+            Err(_) => unreachable!("a cell is CELL_WORDS words"),
+        }
+    }
+
     /// Enqueues `msg` from `source`; `cached_head` is the sender process's cache of `head`.
     /// Returns `Full` instead of waiting when there is no room, and `Ok(true)` when the
     /// receiver announced it sleeps, i.e. the caller must ring its doorbell.
+    #[inline]
     pub(crate) fn try_enqueue(
         &self,
         cached_head: &AtomicU64,
@@ -192,6 +204,42 @@ impl<'a> Ring<'a> {
             Body::Long { offset, len } => (len, offset),
         };
         let n = cells_for(argc, msg.body.inline_len()) as u64;
+        let (t, pad, wake) = self.reserve(cached_head, n, dest)?;
+        let pos = t + pad;
+        let mask = self.cap() - 1;
+        let cell = self.cell(pos & mask);
+        let meta = pack_meta(
+            KIND_MESSAGE,
+            msg.body.category().code(),
+            msg.handler,
+            argc as u8,
+            source,
+        );
+        cell[1].store(meta, Ordering::Relaxed);
+        cell[2].store(pack_sizes(n as u32, len), Ordering::Relaxed);
+        cell[3].store(offset, Ordering::Relaxed);
+        if argc > 0 {
+            self.write_args(pos & mask, msg.args);
+        }
+        if let Body::Medium(p) = msg.body {
+            if !p.is_empty() {
+                let first = (pos & mask) as usize * CELL_WORDS + payload_offset(argc) / 8;
+                copy_in(&self.cells[first..first + p.len().div_ceil(8)], p);
+            }
+        }
+        cell[0].store(pos + 1, Ordering::Release);
+        Ok(wake)
+    }
+
+    /// Reserves `n` cells (plus a pad before them if they would wrap); returns the first
+    /// position, the pad's length (already committed) and whether the receiver sleeps.
+    #[inline]
+    fn reserve(
+        &self,
+        cached_head: &AtomicU64,
+        n: u64,
+        dest: u32,
+    ) -> Result<(u64, u64, bool), SendError> {
         let cap = self.cap();
         let mask = cap - 1;
         let (t, pad, wake) = loop {
@@ -200,20 +248,11 @@ impl<'a> Ring<'a> {
             let idx = t & mask;
             let pad = if idx + n > cap { cap - idx } else { 0 };
             let end = t + pad + n;
-            let mut head = cached_head.load(Ordering::Acquire);
+            let head = cached_head.load(Ordering::Acquire);
             if end - head.min(t) > cap {
-                head = self.head.load(Ordering::Acquire);
-                cached_head.fetch_max(head, Ordering::AcqRel);
-                if head > t {
-                    // `t` is stale: the consumer is already past it. Reload.
-                    std::hint::spin_loop();
-                    continue;
-                }
-                if end - head > cap {
-                    return Err(SendError::Full {
-                        dest,
-                        queue: self.name,
-                    });
+                match self.refresh_head(cached_head, t, end, dest)? {
+                    Refreshed::Room => {}
+                    Refreshed::Stale => continue,
                 }
             }
             if self
@@ -226,37 +265,51 @@ impl<'a> Ring<'a> {
             }
         };
         if pad > 0 {
-            self.word(t & mask, 1)
-                .store(pack_meta(KIND_PAD, 0, 0, 0, source), Ordering::Relaxed);
-            self.word(t & mask, 2)
-                .store(pack_sizes(pad as u32, 0), Ordering::Relaxed);
-            self.word(t & mask, 0).store(t + 1, Ordering::Release);
+            self.write_pad(t, pad, mask);
         }
-        let pos = t + pad;
-        let cell = pos & mask;
-        let meta = pack_meta(
-            KIND_MESSAGE,
-            msg.body.category().code(),
-            msg.handler,
-            argc as u8,
-            source,
-        );
-        self.word(cell, 1).store(meta, Ordering::Relaxed);
-        self.word(cell, 2)
-            .store(pack_sizes(n as u32, len), Ordering::Relaxed);
-        self.word(cell, 3).store(offset, Ordering::Relaxed);
-        for (i, pair) in msg.args.chunks(2).enumerate() {
-            self.word(cell, 4 + i)
-                .store(pack_arg_pair(pair), Ordering::Relaxed);
+        Ok((t, pad, wake))
+    }
+
+    /// The cached head said the ring may be full: reads the real one (a cache miss, once per
+    /// lap at most while the consumer keeps up).
+    #[cold]
+    fn refresh_head(
+        &self,
+        cached_head: &AtomicU64,
+        t: u64,
+        end: u64,
+        dest: u32,
+    ) -> Result<Refreshed, SendError> {
+        let head = self.head.load(Ordering::Acquire);
+        cached_head.fetch_max(head, Ordering::AcqRel);
+        if head > t {
+            // `t` is stale: the consumer is already past it. Reload.
+            std::hint::spin_loop();
+            return Ok(Refreshed::Stale);
         }
-        if let Body::Medium(p) = msg.body {
-            if !p.is_empty() {
-                let first = cell as usize * CELL_WORDS + payload_offset(argc) / 8;
-                copy_in(&self.cells[first..first + p.len().div_ceil(8)], p);
-            }
+        if end - head > self.cap() {
+            return Err(SendError::Full {
+                dest,
+                queue: self.name,
+            });
         }
-        self.word(cell, 0).store(pos + 1, Ordering::Release);
-        Ok(wake)
+        Ok(Refreshed::Room)
+    }
+
+    #[cold]
+    fn write_pad(&self, t: u64, pad: u64, mask: u64) {
+        let cell = self.cell(t & mask);
+        cell[1].store(pack_meta(KIND_PAD, 0, 0, 0, 0), Ordering::Relaxed);
+        cell[2].store(pack_sizes(pad as u32, 0), Ordering::Relaxed);
+        cell[0].store(t + 1, Ordering::Release);
+    }
+
+    fn write_args(&self, cell: u64, args: &[u32]) {
+        let first = cell as usize * CELL_WORDS + ARGS_WORD;
+        let words = &self.cells[first..first + args.len().div_ceil(2)];
+        for (w, pair) in words.iter().zip(args.chunks(2)) {
+            w.store(pack_arg_pair(pair), Ordering::Relaxed);
+        }
     }
 
     /// Whether a committed record waits at `head`.
@@ -280,6 +333,7 @@ impl<'a> Ring<'a> {
     }
 
     /// Takes the next message at `*head` (the consumer's local copy of `head`), skipping pads.
+    #[inline]
     pub(crate) fn try_dequeue<'c>(
         self,
         head: &'c mut u64,
@@ -287,67 +341,58 @@ impl<'a> Ring<'a> {
     where
         'a: 'c,
     {
-        let cap = self.cap();
+        let mask = self.cap() - 1;
         loop {
             let h = *head;
-            let idx = h & (cap - 1);
-            let marker = self.word(idx, 0).load(Ordering::Acquire);
-            let corrupt = |reason: String| RecvError::Corrupt {
-                queue: self.name,
-                position: h,
-                reason,
-            };
+            let idx = h & mask;
+            let cell = self.cell(idx);
+            let marker = cell[0].load(Ordering::Acquire);
             if marker != h + 1 {
                 // Not committed yet: zero or a stale marker (invariant 2).
                 let stale = marker
                     .checked_sub(1)
-                    .is_some_and(|p| p < h && p & (cap - 1) == idx);
+                    .is_some_and(|p| p < h && p & mask == idx);
                 if marker == 0 || stale {
                     return Ok(None);
                 }
-                return Err(corrupt(format!(
-                    "marker {marker:#x}, expected {:#x}",
-                    h + 1
-                )));
+                return Err(self.corrupt(h, Bad::Marker(marker)));
             }
-            let (kind, cat, handler, argc, source) =
-                unpack_meta(self.word(idx, 1).load(Ordering::Relaxed));
-            let (n, len) = unpack_sizes(self.word(idx, 2).load(Ordering::Relaxed));
+            let (kind, cat, handler, argc, source) = unpack_meta(cell[1].load(Ordering::Relaxed));
+            let (n, len) = unpack_sizes(cell[2].load(Ordering::Relaxed));
             let n = u64::from(n);
-            if n == 0 || idx + n > cap {
-                return Err(corrupt(format!(
-                    "record of {n} cells at cell {idx} of {cap}"
-                )));
+            if n == 0 || idx + n > mask + 1 {
+                return Err(self.corrupt(h, Bad::Cells(n, idx)));
             }
             if kind == KIND_PAD {
-                if idx + n != cap {
-                    return Err(corrupt(format!("pad of {n} cells does not end the ring")));
+                if idx + n != mask + 1 {
+                    return Err(self.corrupt(h, Bad::Pad(n)));
                 }
                 // Only the pad's first cell was written, and its marker may stay (invariant 2).
                 *head = h + n;
                 self.head.store(*head, Ordering::Release);
                 continue;
             }
-            if kind != KIND_MESSAGE {
-                return Err(corrupt(format!("record kind {kind}")));
-            }
-            let category = AmCategory::from_code(cat)
-                .ok_or_else(|| corrupt(format!("category code {cat}")))?;
+            let category = match (kind, AmCategory::from_code(cat)) {
+                (KIND_MESSAGE, Some(c)) => c,
+                (KIND_MESSAGE, None) => return Err(self.corrupt(h, Bad::Category(cat))),
+                _ => return Err(self.corrupt(h, Bad::Kind(kind))),
+            };
             let argc = usize::from(argc);
-            if argc > MAX_ARGS {
-                return Err(corrupt(format!("{argc} arguments")));
-            }
             let inline = match category {
                 AmCategory::Medium => len as usize,
+                AmCategory::Short if len != 0 => {
+                    return Err(self.corrupt(h, Bad::Length(category, len)))
+                }
                 _ => 0,
             };
-            if inline > MAX_MEDIUM || (category == AmCategory::Short && len != 0) {
-                return Err(corrupt(format!("{category:?} with length {len}")));
+            if argc > MAX_ARGS {
+                return Err(self.corrupt(h, Bad::Args(argc)));
+            }
+            if inline > MAX_MEDIUM {
+                return Err(self.corrupt(h, Bad::Length(category, len)));
             }
             if cells_for(argc, inline) as u64 != n {
-                return Err(corrupt(format!(
-                    "{n} cells for {argc} arguments and {inline} payload bytes"
-                )));
+                return Err(self.corrupt(h, Bad::Size(n, argc, inline)));
             }
             // The arguments and the payload stay in the cells: `Received` lends them in place
             // (copying 64 bytes of arguments into the returned value cost a store-forwarding
@@ -362,10 +407,53 @@ impl<'a> Ring<'a> {
                 category,
                 argc: argc as u8,
                 len,
-                offset: self.word(idx, 3).load(Ordering::Relaxed),
+                offset: cell[3].load(Ordering::Relaxed),
             }));
         }
     }
+
+    /// The error for a bad record at `position`, built out of line (it formats).
+    #[cold]
+    #[inline(never)]
+    fn corrupt(&self, position: u64, bad: Bad) -> RecvError {
+        let reason = match bad {
+            Bad::Marker(m) => format!("marker {m:#x}, expected {:#x}", position + 1),
+            Bad::Cells(n, idx) => format!("record of {n} cells at cell {idx} of {}", self.cap()),
+            Bad::Pad(n) => format!("pad of {n} cells does not end the ring"),
+            Bad::Kind(k) => format!("record kind {k}"),
+            Bad::Category(c) => format!("category code {c}"),
+            Bad::Args(argc) => format!("{argc} arguments"),
+            Bad::Length(c, len) => format!("{c:?} with length {len}"),
+            Bad::Size(n, argc, inline) => {
+                format!("{n} cells for {argc} arguments and {inline} payload bytes")
+            }
+        };
+        RecvError::Corrupt {
+            queue: self.name,
+            position,
+            reason,
+        }
+    }
+}
+
+/// Outcome of [`Ring::refresh_head`] when the ring has room or might.
+enum Refreshed {
+    /// The reservation fits.
+    Room,
+    /// The tail read was stale; read it again.
+    Stale,
+}
+
+/// What is wrong with a record (see [`Ring::corrupt`]).
+enum Bad {
+    Marker(u64),
+    Cells(u64, u64),
+    Pad(u64),
+    Kind(u8),
+    Category(u8),
+    Args(usize),
+    Length(AmCategory, u32),
+    Size(u64, usize, usize),
 }
 
 /// A message taken from a queue. Its cells stay reserved for the consumer (the payload is
