@@ -487,10 +487,11 @@ pub(crate) fn am_block_spec(region: &Region) -> MeSpec {
 
 impl Inner {
     pub(crate) fn attached(&self, call: &'static str) -> Result<&Attached, crate::error::AmError> {
-        // `ok_or_else`: an eagerly built error is dropped (a call) on every success.
-        self.attached
-            .get()
-            .ok_or_else(|| crate::error::AmError::NotAttached { call })
+        // A match, not `ok_or`: an eagerly built error is dropped (a call) on every success.
+        match self.attached.get() {
+            Some(a) => Ok(a),
+            None => Err(crate::error::AmError::NotAttached { call }),
+        }
     }
 
     /// Ends the job after a condition the protocol cannot recover from, naming it.

@@ -143,10 +143,10 @@ impl Inner {
                 given: args.len(),
             });
         }
-        let entry = att
-            .handlers
-            .get(handler)
-            .ok_or_else(|| AmError::UnregisteredHandler { call, handler })?;
+        // A match, not `ok_or`: an eagerly built error is dropped (a call) on every success.
+        let Some(entry) = att.handlers.get(handler) else {
+            return Err(AmError::UnregisteredHandler { call, handler });
+        };
         if entry.category != category {
             return Err(AmError::WrongCategory {
                 call,
