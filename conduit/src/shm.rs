@@ -144,6 +144,7 @@ impl Inner {
 
     /// Sends a checked AM through `dest`'s shared-memory queue.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(crate) fn send_shm(
         &self,
         call: &'static str,

@@ -154,7 +154,7 @@ impl Peer {
         })
     }
 
-    #[inline]
+    #[inline(always)]
     fn send(&self, from: u32, which: Queue, msg: &AmMessage<'_>) -> Result<(), SendError> {
         let (place, cache) = match which {
             Queue::Request => (&self.requests, &self.request_head),
