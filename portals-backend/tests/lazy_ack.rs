@@ -189,9 +189,16 @@ fn a_lazy_ack_leaves_alone_when_its_delay_runs_out() {
     put(&mut a, 1, LAZY_PT, 0, b"x", 9, t0);
     carry(&mut a, &mut b, t0);
     assert_eq!(b.stack.lazy_held(), 1);
-    let deadline = b.stack.poll_timeout().expect("the held ACK has a deadline");
-    assert!(deadline <= t0 + DEFAULT_LAZY_ACK_DELAY);
-    b.stack.handle_timeout(deadline);
+    // The transport's deferred bookkeeping comes due at once, the held ACK at its delay.
+    let mut deadline = b.stack.poll_timeout().expect("something is due");
+    for _ in 0..2 {
+        assert!(deadline <= t0 + DEFAULT_LAZY_ACK_DELAY);
+        b.stack.handle_timeout(deadline);
+        if b.stack.lazy_held() == 0 {
+            break;
+        }
+        deadline = b.stack.poll_timeout().expect("the held ACK has a deadline");
+    }
     assert_eq!(b.stack.lazy_held(), 0);
     assert_eq!(carry(&mut b, &mut a, deadline), 1);
     assert_eq!(events(&mut a), vec![(EventKind::Ack, NiFail::Ok, 9)]);

@@ -27,6 +27,7 @@
 mod recv;
 mod rtt;
 mod send;
+mod settle;
 
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -34,7 +35,7 @@ use std::time::{Duration, Instant};
 use hashbrown::HashMap;
 
 use crate::types::PhysId;
-use crate::wire::{self, Datagram, Frame, Header, WireError};
+use crate::wire::{self, AckFrame, Datagram, Frame, Header, WireError};
 use recv::{Budget, DataOutcome, RecvState};
 use rtt::RttEstimator;
 use send::SendState;
@@ -274,6 +275,10 @@ struct Peer {
     in_ready: bool,
     /// The deadline registered in `Transport::timers`.
     timer: Option<Instant>,
+    /// An acknowledgement received (with its arrival time) but not yet applied, see `settle`.
+    deferred_ack: Option<(AckFrame, Instant)>,
+    /// Listed in `Transport::unsettled`.
+    unsettled: bool,
 }
 
 /// The sans-IO transport of one interface. See the module docs.
@@ -292,6 +297,13 @@ pub struct Transport {
     budget: Budget,
     stats: TransportStats,
     due: Vec<PhysId>,
+    /// Peers with a deferred ack or a timer to recompute (see `settle`).
+    unsettled: Vec<PhysId>,
+    /// When the oldest entry of `unsettled` was added: `poll_timeout` reports it as due.
+    unsettled_since: Option<Instant>,
+    /// A datagram left since the last settlement: the driver's next `poll_transmit`, which
+    /// runs after the send system call, settles.
+    sent_since_settle: bool,
 }
 
 /// A random non-zero incarnation id.
@@ -336,6 +348,9 @@ impl Transport {
             resets: VecDeque::new(),
             stats: TransportStats::default(),
             due: Vec::new(),
+            unsettled: Vec::new(),
+            unsettled_since: None,
+            sent_since_settle: false,
         })
     }
 
@@ -383,6 +398,8 @@ impl Transport {
             recv: RecvState::new(now),
             in_ready: false,
             timer: None,
+            deferred_ack: None,
+            unsettled: false,
         }
     }
 
@@ -554,6 +571,7 @@ impl Transport {
         let ack_delay = self.cfg.ack_delay;
         let stats = &mut self.stats;
         let budget = &mut self.budget;
+        let mut tally = settle::AckTally::default();
         let mut deliver = |message: &[u8]| {
             stats.messages_delivered += 1;
             sink(from, message);
@@ -562,11 +580,18 @@ impl Transport {
             let Ok(frame) = frame else { break };
             match frame {
                 Frame::Ack(ack) => {
-                    let out = peer.send.on_ack(now, &ack);
-                    if out.bogus {
-                        stats.bogus_acks += 1;
+                    // Applied later, after this interface's answer has left (`settle`), unless
+                    // sending may depend on it; an earlier deferred ack is applied first.
+                    if peer.send.window_open(window) {
+                        if let Some((old, at)) = peer.deferred_ack.replace((ack, now)) {
+                            tally.apply(peer, &old, at);
+                        }
+                    } else {
+                        if let Some((old, at)) = peer.deferred_ack.take() {
+                            tally.apply(peer, &old, at);
+                        }
+                        tally.apply(peer, &ack, now);
                     }
-                    stats.fast_losses += out.fast_lost;
                 }
                 Frame::Data(data) => {
                     let outcome = peer.recv.on_data(
@@ -589,15 +614,21 @@ impl Transport {
                 }
             }
         }
+        tally.record(&mut self.stats);
         self.stats.reassembly_high_water = self.budget.high_water;
         // Ready only for an ack that is due now (or data): a pending ack that may wait rides
         // the next data to this peer or leaves at its timer, and a driver's transmit pass
         // between now and then finds nothing to do instead of re-arming the timer.
         let wants_tx = peer.recv.ack_due(now, self.cfg.ack_every) || peer.send.has_sendable(window);
+        let list = !peer.unsettled;
+        peer.unsettled = true;
+        if list {
+            self.unsettled.push(from);
+        }
+        self.unsettled_since.get_or_insert(now);
         if wants_tx {
             self.mark_ready(from);
         }
-        self.reschedule(from);
     }
 
     fn count_wire_error(&mut self, e: &WireError) {
@@ -655,6 +686,21 @@ impl Transport {
             self.count_out(out);
             return Some(to);
         }
+        loop {
+            if let Some(id) = self.transmit_ready(now, out, gather) {
+                return Some(id);
+            }
+            // Nothing (more) to send: the datagrams of this pass have left, so the work that
+            // was kept off their path is done now, and it may make a peer ready again.
+            if !(self.sent_since_settle && self.settle()) {
+                return None;
+            }
+        }
+    }
+
+    /// The part of `poll_transmit_inner` that visits the ready peers.
+    fn transmit_ready(&mut self, now: Instant, out: &mut Vec<u8>, gather: bool) -> Option<PhysId> {
+        let window = self.cfg.window;
         while let Some(id) = self.ready.pop_front() {
             let Some(peer) = self.peers.get_mut(&id) else {
                 continue;
@@ -663,7 +709,13 @@ impl Transport {
             if peer.failed {
                 continue;
             }
-            let window = self.cfg.window;
+            if !peer.send.window_open(window) {
+                if let Some((ack, at)) = peer.deferred_ack.take() {
+                    let mut tally = settle::AckTally::default();
+                    tally.apply(peer, &ack, at);
+                    tally.record(&mut self.stats);
+                }
+            }
             let has_data = peer.send.has_sendable(window);
             let ack_due = peer.recv.ack_due(now, self.cfg.ack_every);
             if !has_data && !ack_due {
@@ -707,7 +759,9 @@ impl Transport {
             if peer.send.has_sendable(window) {
                 self.mark_ready(id);
             }
-            self.reschedule(id);
+            // The timer is recomputed after the send (`settle`).
+            self.mark_unsettled(id, now);
+            self.sent_since_settle = true;
             self.count_out(out);
             return Some(id);
         }
@@ -734,11 +788,17 @@ impl Transport {
     /// earlier than needed (timers are re-armed lazily): `handle_timeout` then does nothing
     /// but re-arm. `poll_transmit` may have work regardless; drivers call it after every input.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.first().map(|&(t, _)| t)
+        let timer = self.timers.first().map(|&(t, _)| t);
+        // Unsettled work (see `settle`) is due at once: `handle_timeout` does it.
+        match (timer, self.unsettled_since) {
+            (Some(t), Some(u)) => Some(t.min(u)),
+            (t, u) => t.or(u),
+        }
     }
 
     /// Runs every deadline that is due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.settle();
         let mut due = std::mem::take(&mut self.due);
         due.clear();
         while let Some(&(t, id)) = self.timers.first() {

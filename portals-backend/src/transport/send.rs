@@ -141,6 +141,13 @@ impl SendState {
         (self.cut_msg_id - self.first_msg_id) as usize
     }
 
+    /// Whether new frames may go out without first applying an acknowledgement: nothing is
+    /// waiting for retransmission (which an ack might show to be needless) and the window has
+    /// room (which an ack would only widen).
+    pub(crate) fn window_open(&self, window: usize) -> bool {
+        self.retx.is_empty() && self.inflight.len() < window
+    }
+
     /// Whether a DATA frame could be sent now.
     pub(crate) fn has_sendable(&self, window: usize) -> bool {
         !self.retx.is_empty() || self.has_new(window)

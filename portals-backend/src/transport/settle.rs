@@ -1,0 +1,91 @@
+//! Bookkeeping kept off the round trip's path.
+//!
+//! Applying a peer's acknowledgement (freeing acknowledged frames, an RTT sample, loss
+//! detection) and recomputing a peer's timer cost about as much as the rest of handling a
+//! small request. Neither is needed to answer the request or to send the next one while the
+//! window has room, so both are deferred: an ack that arrives while the window is open is
+//! kept with its arrival time, and a peer whose deadlines changed is listed as *unsettled*.
+//! [`Transport::settle`] does the work after the datagrams of a transmit pass have left (the
+//! driver's last `poll_transmit` call of the pass runs after its send system calls), and
+//! `handle_timeout` does it first thing; `poll_timeout` reports unsettled work as due at once,
+//! so a driver that waits never sleeps on stale timers.
+//!
+//! What may not wait is applied at once: an ack that arrives while the window is full or a
+//! retransmission is queued (sending depends on it), and a deferred ack when a second one
+//! arrives or when the peer's window closes before a transmit.
+
+use std::time::Instant;
+
+use super::{Peer, PhysId, Transport, TransportStats};
+use crate::wire::AckFrame;
+
+/// Counts what applied acks revealed, for [`TransportStats`] (kept apart so that acks can be
+/// applied while the stats are borrowed by a delivery closure).
+#[derive(Default)]
+pub(super) struct AckTally {
+    bogus: u64,
+    fast_lost: u64,
+}
+
+impl AckTally {
+    /// Applies `ack`, received at `at`, to `peer`'s send state.
+    pub(super) fn apply(&mut self, peer: &mut Peer, ack: &AckFrame, at: Instant) {
+        let out = peer.send.on_ack(at, ack);
+        self.bogus += u64::from(out.bogus);
+        self.fast_lost += out.fast_lost;
+    }
+
+    /// Adds the counts to `stats`.
+    pub(super) fn record(self, stats: &mut TransportStats) {
+        stats.bogus_acks += self.bogus;
+        stats.fast_losses += self.fast_lost;
+    }
+}
+
+impl Transport {
+    /// Lists `id` for a timer recomputation at the next settlement.
+    pub(super) fn mark_unsettled(&mut self, id: PhysId, now: Instant) {
+        if let Some(peer) = self.peers.get_mut(&id) {
+            if !peer.unsettled {
+                peer.unsettled = true;
+                self.unsettled.push(id);
+            }
+            self.unsettled_since.get_or_insert(now);
+        }
+    }
+
+    /// Applies the deferred acks and recomputes the timers of the unsettled peers. Returns
+    /// whether that made a peer ready to transmit (an ack opened its window or queued a
+    /// retransmission).
+    pub(super) fn settle(&mut self) -> bool {
+        self.sent_since_settle = false;
+        self.unsettled_since = None;
+        if self.unsettled.is_empty() {
+            return false;
+        }
+        let window = self.cfg.window;
+        let mut list = std::mem::take(&mut self.unsettled);
+        let mut readied = false;
+        let mut tally = AckTally::default();
+        for &id in &list {
+            let Some(peer) = self.peers.get_mut(&id) else {
+                continue;
+            };
+            peer.unsettled = false;
+            if let Some((ack, at)) = peer.deferred_ack.take() {
+                tally.apply(peer, &ack, at);
+                if !peer.in_ready && !peer.failed && peer.send.has_sendable(window) {
+                    peer.in_ready = true;
+                    self.ready.push_back(id);
+                    readied = true;
+                }
+            }
+            self.reschedule(id);
+        }
+        tally.record(&mut self.stats);
+        list.clear();
+        // Keeps the allocation (no malloc per round trip).
+        self.unsettled = list;
+        readied
+    }
+}
