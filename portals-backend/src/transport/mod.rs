@@ -734,8 +734,7 @@ impl Transport {
             );
             let with_ack = peer.recv.ack_pending;
             if with_ack {
-                let ack = peer.recv.take_ack(now);
-                wire::write_ack(out, &ack);
+                peer.recv.write_ack(now, out);
             }
             let (frames, retransmits) =
                 peer.send

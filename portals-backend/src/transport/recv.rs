@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::wire::{AckFrame, DataFrame, SackRange};
+use crate::wire::{self, DataFrame, SackRange};
 
 /// Bytes of reassembly memory in use across all peers, and its bound.
 #[derive(Debug, Clone)]
@@ -348,23 +348,21 @@ impl RecvState {
                 || self.ack_deadline.is_some_and(|d| d <= now))
     }
 
-    /// Builds the ack and clears the pending state.
-    pub(crate) fn take_ack(&mut self, now: Instant) -> AckFrame {
+    /// Appends the ack to `out` and clears the pending state.
+    pub(crate) fn write_ack(&mut self, now: Instant, out: &mut Vec<u8>) {
         let largest = self.largest.unwrap_or(0);
         let delay = now.saturating_duration_since(self.largest_at);
         let delay_us = u32::try_from(delay.as_micros()).unwrap_or(u32::MAX);
-        let mut ack = AckFrame::new(self.cum, largest, delay_us);
-        for (&start, &end) in &self.ranges {
-            // Lowest ranges first: they describe the oldest holes, the ones worth repairing.
-            if !ack.push_range(SackRange { start, end }) {
-                break;
-            }
-        }
+        // Lowest ranges first: they describe the oldest holes, the ones worth repairing.
+        let ranges = self
+            .ranges
+            .iter()
+            .map(|(&start, &end)| SackRange { start, end });
+        wire::write_ack_from(out, self.cum, largest, delay_us, ranges);
         self.ack_pending = false;
         self.unacked_frames = 0;
         self.ack_now = false;
         self.ack_deadline = None;
-        ack
     }
 }
 

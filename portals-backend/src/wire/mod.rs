@@ -278,6 +278,7 @@ pub struct Frames<'a> {
 impl<'a> Iterator for Frames<'a> {
     type Item = Result<Frame<'a>, WireError>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed || self.r.remaining() == 0 {
             return None;
@@ -404,41 +405,69 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    #[inline]
     fn remaining(&self) -> usize {
         self.buf.len().saturating_sub(self.pos)
     }
 
+    // Every read is inlined and builds its error only on failure: a datagram's dozen field
+    // reads otherwise cost as much as the rest of receiving a small message.
+    #[inline]
     fn bytes(&mut self, what: &'static str, n: usize) -> Result<&'a [u8], WireError> {
-        let slice = self
+        match self
             .pos
             .checked_add(n)
             .and_then(|end| self.buf.get(self.pos..end))
-            .ok_or(WireError::Truncated {
-                what,
-                at: self.pos,
-                needed: n,
-                len: self.buf.len(),
-            })?;
-        self.pos += n;
-        Ok(slice)
+        {
+            Some(slice) => {
+                self.pos += n;
+                Ok(slice)
+            }
+            None => Err(self.truncated(what, n)),
+        }
     }
 
+    #[cold]
+    fn truncated(&self, what: &'static str, needed: usize) -> WireError {
+        WireError::Truncated {
+            what,
+            at: self.pos,
+            needed,
+            len: self.buf.len(),
+        }
+    }
+
+    #[inline]
     fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], WireError> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.bytes(what, N)?);
-        Ok(out)
+        let end = self.pos.wrapping_add(N);
+        match self.buf.get(self.pos..end).map(<[u8; N]>::try_from) {
+            Some(Ok(a)) => {
+                self.pos = end;
+                Ok(a)
+            }
+            _ => Err(self.truncated(what, N)),
+        }
     }
 
+    #[inline]
     fn u8(&mut self, what: &'static str) -> Result<u8, WireError> {
-        Ok(self.array::<1>(what)?[0])
+        match self.buf.get(self.pos) {
+            Some(&b) => {
+                self.pos += 1;
+                Ok(b)
+            }
+            None => Err(self.truncated(what, 1)),
+        }
     }
 
+    #[inline]
     fn u32(&mut self, what: &'static str) -> Result<u32, WireError> {
-        Ok(u32::from_le_bytes(self.array(what)?))
+        self.array(what).map(u32::from_le_bytes)
     }
 
+    #[inline]
     fn u64(&mut self, what: &'static str) -> Result<u64, WireError> {
-        Ok(u64::from_le_bytes(self.array(what)?))
+        self.array(what).map(u64::from_le_bytes)
     }
 }
 
@@ -472,14 +501,38 @@ pub fn write_data_header(out: &mut Vec<u8>, seq: u64, total: u32, offset: u32, l
 
 /// Appends an ACK frame.
 pub fn write_ack(out: &mut Vec<u8>, ack: &AckFrame) {
+    write_ack_from(
+        out,
+        ack.cumulative,
+        ack.largest,
+        ack.ack_delay_us,
+        ack.ranges().iter().copied(),
+    );
+}
+
+/// Appends an ACK frame made of its fields and the first [`MAX_SACK_RANGES`] of `ranges`
+/// (lowest first), without building an [`AckFrame`] (which is mostly its range array).
+pub fn write_ack_from(
+    out: &mut Vec<u8>,
+    cumulative: u64,
+    largest: u64,
+    ack_delay_us: u32,
+    ranges: impl IntoIterator<Item = SackRange>,
+) {
     out.push(FRAME_ACK);
-    out.extend_from_slice(&ack.cumulative.to_le_bytes());
-    out.extend_from_slice(&ack.largest.to_le_bytes());
-    out.extend_from_slice(&ack.ack_delay_us.to_le_bytes());
-    out.push(ack.nranges);
-    for r in ack.ranges() {
+    out.extend_from_slice(&cumulative.to_le_bytes());
+    out.extend_from_slice(&largest.to_le_bytes());
+    out.extend_from_slice(&ack_delay_us.to_le_bytes());
+    let count_at = out.len();
+    out.push(0);
+    let mut n: u8 = 0;
+    for r in ranges.into_iter().take(MAX_SACK_RANGES) {
         out.extend_from_slice(&r.start.to_le_bytes());
         out.extend_from_slice(&r.end.to_le_bytes());
+        n += 1;
+    }
+    if let Some(count) = out.get_mut(count_at) {
+        *count = n;
     }
 }
 
