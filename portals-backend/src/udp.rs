@@ -280,27 +280,36 @@ impl UdpEndpoint {
 
     /// Receives one datagram if one is waiting: `Ok(None)` when none is.
     pub fn recv(&self, buf: &mut [u8]) -> Result<Option<(usize, PhysId)>, UdpError> {
+        // `recvfrom` through nix: the std wrapper's address conversion and its boxed error
+        // for EAGAIN cost more than the rest of an empty poll.
+        use nix::errno::Errno;
+        use nix::sys::socket::{recvfrom, SockaddrIn};
         loop {
-            match self.sock.recv_from(buf) {
-                Ok((n, SocketAddr::V4(from))) => {
-                    return Ok(Some((n, PhysId::from_socket_addr(from))))
+            match recvfrom::<SockaddrIn>(self.sock.as_raw_fd(), buf) {
+                Ok((n, Some(from))) => {
+                    let from = SocketAddrV4::new(from.ip(), from.port());
+                    return Ok(Some((n, PhysId::from_socket_addr(from))));
                 }
-                Ok((_, other)) => return Err(UdpError::NotIpv4(other)),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
-                // An ICMP error from an earlier send (peer port closed) is reported on a later
-                // call; it concerns no datagram waiting here. Peer death is the transport's
-                // business (peer timeout), so skip it.
-                Err(e)
-                    if e.kind() == io::ErrorKind::Interrupted
-                        || e.kind() == io::ErrorKind::ConnectionRefused =>
-                {
-                    continue
-                }
-                Err(source) => {
+                Ok((_, None)) => {
                     return Err(UdpError::Socket {
                         call: "recvfrom",
                         addr: self.local_addr,
-                        source,
+                        source: io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            "a datagram came from an address that is not IPv4",
+                        ),
+                    })
+                }
+                Err(Errno::EAGAIN) => return Ok(None),
+                // An ICMP error from an earlier send (peer port closed) is reported on a later
+                // call; it concerns no datagram waiting here. Peer death is the transport's
+                // business (peer timeout), so skip it.
+                Err(Errno::EINTR | Errno::ECONNREFUSED) => continue,
+                Err(e) => {
+                    return Err(UdpError::Socket {
+                        call: "recvfrom",
+                        addr: self.local_addr,
+                        source: io::Error::from(e),
                     })
                 }
             }
