@@ -109,6 +109,9 @@ struct State {
     /// Calls into the interface so far (under the lock, so a plain counter): the background
     /// thread acts only when it has not moved for a whole period.
     calls: u64,
+    /// The clock reading of the last progress round, which a spinning waiter reuses instead
+    /// of reading the clock again (its deadlines are microseconds to seconds away).
+    round_start: Instant,
 }
 
 struct Inner {
@@ -162,6 +165,7 @@ impl Interface {
                     rx: vec![0u8; RECV_BUF],
                     tx: Vec::with_capacity(RECV_BUF),
                     calls: 0,
+                    round_start: Instant::now(),
                 }),
                 spin: cfg.spin,
                 waiters: AtomicUsize::new(0),
@@ -245,6 +249,10 @@ impl Interface {
     /// to the socket without a copy into `tx` (a gathering send).
     fn transmit(&self, st: &mut State, now: Instant) {
         let State { stack, tx, .. } = st;
+        if !stack.transport.wants_transmit() {
+            // The common case of an idle poll: spare the empty pass.
+            return;
+        }
         while let Some((dest, tail)) = stack.transport.poll_transmit_gather(now, tx) {
             self.send_datagram(tx, tail, dest);
         }
@@ -288,6 +296,7 @@ impl Interface {
         until: &mut impl FnMut(&mut Engine) -> PtlResult<Option<T>>,
     ) -> PtlResult<Option<T>> {
         let now = Instant::now();
+        st.round_start = now;
         if st.stack.poll_timeout().is_some_and(|t| t <= now) {
             st.stack.handle_timeout(now);
         }
@@ -310,6 +319,12 @@ impl Interface {
                 if let Some(v) = until(&mut st.stack.engine)? {
                     return Ok(Some(v));
                 }
+                if !transmit {
+                    // Held back only for a caller that may answer; a message it will not
+                    // see (a put or get on a list entry without events) is answered now
+                    // instead of after the batch's next, usually empty, `recv`.
+                    self.transmit(st, now);
+                }
             }
         }
         st.stack.pump(now);
@@ -331,7 +346,10 @@ impl Interface {
     /// receives (an AM handler's reply) then sends the acknowledgement and its answer in one
     /// datagram. It returns as soon as a received message posted an event, so that its
     /// consumer (an AM handler) runs before the next, usually empty, `recv` system call.
-    /// Returns whether any datagram arrived. The caller must flush before it stops calling in.
+    /// Only messages that post an event are held for: what a message without one makes due
+    /// (the answer to a put or get on an event-less list entry) leaves at once, since no
+    /// consumer will answer it. Returns whether any datagram arrived. The caller must flush
+    /// before it stops calling in.
     pub fn progress_holding(&self) -> PtlResult<bool> {
         let mut st = self.lock();
         let mut received = false;
@@ -370,7 +388,7 @@ impl Interface {
         self.inner.waiters.fetch_add(1, Ordering::Relaxed);
         let _guard = WaiterGuard(&self.inner.waiters);
         loop {
-            let next_timer;
+            let (now, next_timer);
             {
                 let mut st = self.lock();
                 if let Some(v) = check(&mut st.stack.engine)? {
@@ -380,12 +398,18 @@ impl Interface {
                 if let Some(v) = self.progress_until(&mut st, &mut received, true, &mut check)? {
                     return Ok(Some(v));
                 }
-                next_timer = st.stack.poll_timeout();
+                // The round's own clock reading: one clock read per spinning round, not two.
+                now = st.round_start;
                 if received {
-                    spin_until = Instant::now() + self.inner.spin;
+                    spin_until = now + self.inner.spin;
                 }
+                // Only a waiter about to block needs the timers.
+                next_timer = if now < spin_until {
+                    None
+                } else {
+                    st.stack.poll_timeout()
+                };
             }
-            let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
                 return Ok(None);
             }

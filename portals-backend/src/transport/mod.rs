@@ -778,6 +778,13 @@ impl Transport {
         !self.ready.is_empty() || !self.resets.is_empty()
     }
 
+    /// Whether a [`Transport::poll_transmit`] pass has anything to do: a datagram to write,
+    /// or the bookkeeping that follows the datagrams of the last pass (see `settle`). `false`
+    /// lets a driver skip the pass.
+    pub fn wants_transmit(&self) -> bool {
+        self.has_ready() || self.sent_since_settle
+    }
+
     /// The next event for the layer above.
     pub fn poll_event(&mut self) -> Option<TransportEvent> {
         self.events.pop_front()
