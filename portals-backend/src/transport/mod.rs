@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use hashbrown::HashMap;
 
 use crate::types::PhysId;
-use crate::wire::{self, AckFrame, Datagram, Frame, Header, WireError};
+use crate::wire::{self, Datagram, Frame, Header, WireError};
 use recv::{Budget, DataOutcome, RecvState};
 use rtt::RttEstimator;
 use send::SendState;
@@ -276,7 +276,7 @@ struct Peer {
     /// The deadline registered in `Transport::timers`.
     timer: Option<Instant>,
     /// An acknowledgement received (with its arrival time) but not yet applied, see `settle`.
-    deferred_ack: Option<(AckFrame, Instant)>,
+    deferred_ack: Option<settle::DeferredAck>,
     /// Listed in `Transport::unsettled`.
     unsettled: bool,
 }
@@ -581,17 +581,8 @@ impl Transport {
             match frame {
                 Frame::Ack(ack) => {
                     // Applied later, after this interface's answer has left (`settle`), unless
-                    // sending may depend on it; an earlier deferred ack is applied first.
-                    if peer.send.window_open(window) {
-                        if let Some((old, at)) = peer.deferred_ack.replace((ack, now)) {
-                            tally.apply(peer, &old, at);
-                        }
-                    } else {
-                        if let Some((old, at)) = peer.deferred_ack.take() {
-                            tally.apply(peer, &old, at);
-                        }
-                        tally.apply(peer, &ack, now);
-                    }
+                    // sending may depend on it.
+                    tally.apply_or_defer(peer, &ack, now, window);
                 }
                 Frame::Data(data) => {
                     let outcome = peer.recv.on_data(
@@ -710,9 +701,9 @@ impl Transport {
                 continue;
             }
             if !peer.send.window_open(window) {
-                if let Some((ack, at)) = peer.deferred_ack.take() {
+                if let Some(d) = peer.deferred_ack.take() {
                     let mut tally = settle::AckTally::default();
-                    tally.apply(peer, &ack, at);
+                    tally.apply_deferred(peer, d);
                     tally.record(&mut self.stats);
                 }
             }

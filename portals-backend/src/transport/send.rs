@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::rtt::RttEstimator;
-use crate::wire::{self, AckFrame};
+use crate::wire::{self, AckView};
 
 /// A frame counts as lost once this many higher sequence numbers were acknowledged (the
 /// classic duplicate-ack threshold): tolerates mild reordering without waiting for a timeout.
@@ -288,10 +288,10 @@ impl SendState {
     }
 
     /// Processes an acknowledgement.
-    pub(crate) fn on_ack(&mut self, now: Instant, ack: &AckFrame) -> AckOutcome {
+    pub(crate) fn on_ack(&mut self, now: Instant, ack: &AckView<'_>) -> AckOutcome {
         let mut outcome = AckOutcome::default();
         let beyond = |s: u64| s > self.next_seq;
-        if beyond(ack.cumulative) || ack.ranges().iter().any(|r| beyond(r.end)) {
+        if beyond(ack.cumulative) || ack.ranges().any(|r| beyond(r.end)) {
             outcome.bogus = true;
             return outcome;
         }
@@ -305,7 +305,6 @@ impl SendState {
                 let covered = ack.largest < ack.cumulative
                     || ack
                         .ranges()
-                        .iter()
                         .any(|r| (r.start..r.end).contains(&ack.largest));
                 if covered {
                     let rtt = now.saturating_duration_since(sent.sent_at);

@@ -17,7 +17,30 @@
 use std::time::Instant;
 
 use super::{Peer, PhysId, Transport, TransportStats};
-use crate::wire::AckFrame;
+use crate::wire::AckView;
+
+/// An acknowledgement kept for later: only acks without selective ranges are deferred (those
+/// with ranges report loss or reordering, which is worth acting on at once), so three words
+/// and the arrival time hold it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct DeferredAck {
+    cumulative: u64,
+    largest: u64,
+    ack_delay_us: u32,
+    at: Instant,
+}
+
+impl DeferredAck {
+    /// `ack`, received at `at`, if it can be deferred.
+    pub(super) fn of(ack: &AckView<'_>, at: Instant) -> Option<DeferredAck> {
+        (!ack.has_ranges()).then_some(DeferredAck {
+            cumulative: ack.cumulative,
+            largest: ack.largest,
+            ack_delay_us: ack.ack_delay_us,
+            at,
+        })
+    }
+}
 
 /// Counts what applied acks revealed, for [`TransportStats`] (kept apart so that acks can be
 /// applied while the stats are borrowed by a delivery closure).
@@ -29,10 +52,38 @@ pub(super) struct AckTally {
 
 impl AckTally {
     /// Applies `ack`, received at `at`, to `peer`'s send state.
-    pub(super) fn apply(&mut self, peer: &mut Peer, ack: &AckFrame, at: Instant) {
+    pub(super) fn apply(&mut self, peer: &mut Peer, ack: &AckView<'_>, at: Instant) {
         let out = peer.send.on_ack(at, ack);
         self.bogus += u64::from(out.bogus);
         self.fast_lost += out.fast_lost;
+    }
+
+    /// Applies a deferred ack.
+    pub(super) fn apply_deferred(&mut self, peer: &mut Peer, d: DeferredAck) {
+        let ack = AckView::new(d.cumulative, d.largest, d.ack_delay_us);
+        self.apply(peer, &ack, d.at);
+    }
+
+    /// Applies `ack`, received at `at`, after any ack deferred before it, or defers it.
+    pub(super) fn apply_or_defer(
+        &mut self,
+        peer: &mut Peer,
+        ack: &AckView<'_>,
+        at: Instant,
+        window: usize,
+    ) {
+        let deferred = if peer.send.window_open(window) {
+            DeferredAck::of(ack, at)
+        } else {
+            None
+        };
+        if let Some(old) = peer.deferred_ack.take() {
+            self.apply_deferred(peer, old);
+        }
+        match deferred {
+            Some(d) => peer.deferred_ack = Some(d),
+            None => self.apply(peer, ack, at),
+        }
     }
 
     /// Adds the counts to `stats`.
@@ -72,8 +123,8 @@ impl Transport {
                 continue;
             };
             peer.unsettled = false;
-            if let Some((ack, at)) = peer.deferred_ack.take() {
-                tally.apply(peer, &ack, at);
+            if let Some(d) = peer.deferred_ack.take() {
+                tally.apply_deferred(peer, d);
                 if !peer.in_ready && !peer.failed && peer.send.has_sendable(window) {
                     peer.in_ready = true;
                     self.ready.push_back(id);
