@@ -510,6 +510,7 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 }
 
 /// Decodes a message. Total: never panics, borrows payloads from `bytes`.
+#[inline]
 pub fn decode(bytes: &[u8]) -> Result<Message<'_>, ProtoError> {
     let tag = *bytes
         .first()
@@ -523,6 +524,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message<'_>, ProtoError> {
     }
 }
 
+#[inline]
 fn decode_request(tag: u8, b: &[u8]) -> Result<Request<'_>, ProtoError> {
     if b.len() < REQUEST_HEADER_LEN {
         return Err(ProtoError::Truncated {
@@ -578,6 +580,7 @@ fn decode_request(tag: u8, b: &[u8]) -> Result<Request<'_>, ProtoError> {
     })
 }
 
+#[inline]
 fn decode_response(tag: u8, b: &[u8]) -> Result<Response<'_>, ProtoError> {
     if b.len() < RESPONSE_HEADER_LEN {
         return Err(ProtoError::Truncated {

@@ -321,19 +321,21 @@ impl Engine {
         };
         let at = (e.offset + m.offset) as usize;
         let len = m.mlength as usize;
-        let region = e.region.clone();
         let (user_ptr, ct, options) = (e.user_ptr, e.ct, e.options);
         if options.contains(MeOptions::MANAGE_LOCAL) {
             e.local_offset = m.offset + m.mlength;
         }
         let start = e.offset + m.offset;
+        // Borrowed, not cloned: an `Arc` clone and drop per message were two locked
+        // instructions on the target's path.
+        let region = &e.region;
 
         // Memory first; the response of a get/fetch/swap is filled straight from the region.
         let mut response = None;
         let done = match (h.op, h.atomic) {
             (OpKind::Put, _) => region.write(at, &req.data[..len]).map_err(|_| ()),
             (OpKind::Atomic, Some((op, dt))) => {
-                atomic::apply(op, dt, &region, at, &req.data[..len], &[], None).map_err(|_| ())
+                atomic::apply(op, dt, region, at, &req.data[..len], &[], None).map_err(|_| ())
             }
             (OpKind::Get | OpKind::FetchAtomic | OpKind::Swap, _) => {
                 let rh = ResponseHeader {
@@ -347,7 +349,7 @@ impl Engine {
                     Some((op, dt)) if h.op != OpKind::Get => atomic::apply(
                         op,
                         dt,
-                        &region,
+                        region,
                         at,
                         &req.data[..len],
                         req.operand,

@@ -345,6 +345,7 @@ impl<'a> Iterator for Frames<'a> {
 }
 
 impl<'a> Frames<'a> {
+    #[inline]
     fn decode_frame(&mut self) -> Result<Frame<'a>, WireError> {
         let at = self.base.saturating_add(self.r.pos);
         let kind = self.r.u8("frame type").map_err(|e| self.rebase(e))?;
@@ -355,6 +356,7 @@ impl<'a> Frames<'a> {
         }
     }
 
+    #[inline]
     fn decode_data(&mut self) -> Result<DataFrame<'a>, WireError> {
         let seq = self.r.u64("data seq").map_err(|e| self.rebase(e))?;
         let total = self.r.u32("data total").map_err(|e| self.rebase(e))?;
@@ -390,6 +392,7 @@ impl<'a> Frames<'a> {
         }
     }
 
+    #[inline]
     fn decode_ack(&mut self) -> Result<AckView<'a>, WireError> {
         let (cumulative, largest, ack_delay_us, n) = self.ack_header()?;
         let (buf, first) = (self.r.buf, self.r.pos);
@@ -403,6 +406,7 @@ impl<'a> Frames<'a> {
     }
 
     /// An ACK frame's fixed fields: cumulative ack, largest, delay and range count.
+    #[inline]
     fn ack_header(&mut self) -> Result<(u64, u64, u32, u8), WireError> {
         let cumulative = self.r.u64("ack cumulative").map_err(|e| self.rebase(e))?;
         let largest = self.r.u64("ack largest").map_err(|e| self.rebase(e))?;
@@ -417,6 +421,7 @@ impl<'a> Frames<'a> {
     /// Reads `n` ranges, handing each to `push`. Ranges must be non-empty, strictly above the
     /// cumulative ack and strictly ascending with a gap between them (adjacent ranges would
     /// have been merged by any sender).
+    #[inline]
     fn ack_ranges(
         &mut self,
         cumulative: u64,
