@@ -387,12 +387,17 @@ impl Interface {
         // Relaxed: the waiter count is only a hint for how long a wait may block.
         self.inner.waiters.fetch_add(1, Ordering::Relaxed);
         let _guard = WaiterGuard(&self.inner.waiters);
+        let mut first = true;
         loop {
             let (now, next_timer);
             {
                 let mut st = self.lock();
-                if let Some(v) = check(&mut st.stack.engine)? {
-                    return Ok(Some(v));
+                // Every round ends by checking (`progress_until`); only the first needs a look
+                // before it (what other threads did between rounds, the next round's end sees).
+                if std::mem::take(&mut first) {
+                    if let Some(v) = check(&mut st.stack.engine)? {
+                        return Ok(Some(v));
+                    }
                 }
                 let mut received = false;
                 if let Some(v) = self.progress_until(&mut st, &mut received, true, &mut check)? {

@@ -304,6 +304,8 @@ pub struct Transport {
     /// A datagram left since the last settlement: the driver's next `poll_transmit`, which
     /// runs after the send system call, settles.
     sent_since_settle: bool,
+    /// The datagram just written has a payload left in its message (a gathering send).
+    tail_pending: bool,
 }
 
 /// A random non-zero incarnation id.
@@ -351,6 +353,7 @@ impl Transport {
             unsettled: Vec::new(),
             unsettled_since: None,
             sent_since_settle: false,
+            tail_pending: false,
         })
     }
 
@@ -648,6 +651,9 @@ impl Transport {
         out: &mut Vec<u8>,
     ) -> Option<(PhysId, &[u8])> {
         let to = self.poll_transmit_inner(now, out, true)?;
+        if !std::mem::take(&mut self.tail_pending) {
+            return Some((to, &[]));
+        }
         let Transport { peers, stats, .. } = self;
         let tail = peers
             .get_mut(&to)
@@ -746,12 +752,19 @@ impl Transport {
                     self.stats.piggybacked_acks += 1;
                 }
             }
+            // Through `peer`, not by id: each lookup by id hashes the address again.
             if peer.send.has_sendable(window) {
-                self.mark_ready(id);
+                peer.in_ready = true;
+                self.ready.push_back(id);
             }
             // The timer is recomputed after the send (`settle`).
-            self.mark_unsettled(id, now);
+            if !peer.unsettled {
+                peer.unsettled = true;
+                self.unsettled.push(id);
+            }
+            self.unsettled_since.get_or_insert(now);
             self.sent_since_settle = true;
+            self.tail_pending = peer.send.has_tail();
             self.count_out(out);
             return Some(id);
         }

@@ -268,6 +268,11 @@ impl SendState {
         wire::write_data(out, seq, total, offset, bytes);
     }
 
+    /// Whether the last `write_frames` left a payload for [`SendState::take_tail`].
+    pub(crate) fn has_tail(&self) -> bool {
+        self.tail.is_some()
+    }
+
     /// The payload the last `write_frames` left for a gathering send (empty if none).
     pub(crate) fn take_tail(&mut self) -> &[u8] {
         match self.tail.take() {

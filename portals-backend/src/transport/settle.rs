@@ -16,7 +16,7 @@
 
 use std::time::Instant;
 
-use super::{Peer, PhysId, Transport, TransportStats};
+use super::{Peer, Transport, TransportStats};
 use crate::wire::AckView;
 
 /// An acknowledgement kept for later: only acks without selective ranges are deferred (those
@@ -94,17 +94,6 @@ impl AckTally {
 }
 
 impl Transport {
-    /// Lists `id` for a timer recomputation at the next settlement.
-    pub(super) fn mark_unsettled(&mut self, id: PhysId, now: Instant) {
-        if let Some(peer) = self.peers.get_mut(&id) {
-            if !peer.unsettled {
-                peer.unsettled = true;
-                self.unsettled.push(id);
-            }
-            self.unsettled_since.get_or_insert(now);
-        }
-    }
-
     /// Applies the deferred acks and recomputes the timers of the unsettled peers. Returns
     /// whether that made a peer ready to transmit (an ack opened its window or queued a
     /// retransmission).
