@@ -99,7 +99,9 @@ fn carry(from: &mut Side, to: &mut Side, out: &mut Vec<u8>) {
 
 fn main() -> Result<()> {
     let trips: u64 = match std::env::args().nth(1) {
-        Some(a) => a.parse().context("the argument is a number of round trips")?,
+        Some(a) => a
+            .parse()
+            .context("the argument is a number of round trips")?,
         None => 2_000_000,
     };
     let (mut client, mut server) = (side(0)?, side(1)?);
@@ -120,7 +122,10 @@ fn main() -> Result<()> {
     };
     let start = Instant::now();
     for i in 0..trips {
-        client.stack.engine.put(&PutArgs { user_ptr: i, ..args })?;
+        client.stack.engine.put(&PutArgs {
+            user_ptr: i,
+            ..args
+        })?;
         client.stack.pump(Instant::now());
         carry(&mut client, &mut server, &mut out);
         carry(&mut server, &mut client, &mut out);

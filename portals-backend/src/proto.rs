@@ -376,6 +376,7 @@ pub fn encode_request_with(
 /// `data_len` bytes, or the call fails with [`ProtoError::LengthMismatch`]. This is how a put
 /// copies its data out of the MD's region exactly once, without zeroing the room first
 /// ([`crate::Region::append_to`]).
+#[inline(always)]
 pub fn encode_request_appending(
     h: &RequestHeader,
     operand: &[u8],
@@ -395,6 +396,9 @@ pub fn encode_request_appending(
 
 /// A buffer with room for the whole request, holding its header and operand; and the total
 /// message length.
+// Always inlined, as the encoders below: a `Result` holding a buffer returned through memory
+// was re-read at once with wider loads (a store-forwarding stall per message).
+#[inline(always)]
 fn request_header(
     h: &RequestHeader,
     operand: &[u8],
@@ -452,6 +456,7 @@ pub fn encode_request(
 
 /// Encodes a response whose data (`mlength` bytes for a reply, none for an ack) is written by
 /// `fill` straight into the message buffer.
+#[inline]
 pub fn encode_response_with(
     h: &ResponseHeader,
     fill: impl FnOnce(&mut [u8]) -> Result<(), OutOfBounds>,
@@ -480,6 +485,7 @@ pub fn encode_response_with(
 }
 
 /// Encodes a response whose data is in a slice (`data.len()` must equal `mlength` for a reply).
+#[inline]
 pub fn encode_response(h: &ResponseHeader, data: &[u8]) -> Result<Vec<u8>, ProtoError> {
     let expected = match h.kind {
         ResponseKind::Ack => 0,

@@ -346,15 +346,9 @@ impl Engine {
                     offset: m.offset,
                 };
                 let filled = proto::encode_response_with(&rh, |buf| match h.atomic {
-                    Some((op, dt)) if h.op != OpKind::Get => atomic::apply(
-                        op,
-                        dt,
-                        region,
-                        at,
-                        &req.data[..len],
-                        req.operand,
-                        Some(buf),
-                    ),
+                    Some((op, dt)) if h.op != OpKind::Get => {
+                        atomic::apply(op, dt, region, at, &req.data[..len], req.operand, Some(buf))
+                    }
                     _ => region.read(at, buf),
                 });
                 filled.map(|b| response = Some(b)).map_err(|_| ())

@@ -24,6 +24,7 @@
 //! each way, and a stream of large messages is acked every `ack_every` frames, which keeps
 //! the sender's window open without an ack per datagram.
 
+mod peers;
 mod recv;
 mod rtt;
 mod send;
@@ -31,8 +32,6 @@ mod settle;
 
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
-
-use hashbrown::HashMap;
 
 use crate::types::PhysId;
 use crate::wire::{self, Datagram, Frame, Header, WireError};
@@ -267,6 +266,8 @@ pub struct TransportStats {
 }
 
 struct Peer {
+    /// The peer's address.
+    id: PhysId,
     /// The peer's incarnation, 0 until heard from.
     remote_inc: u64,
     failed: bool,
@@ -287,25 +288,26 @@ pub struct Transport {
     local: PhysId,
     incarnation: u64,
     frag: usize,
-    peers: HashMap<PhysId, Peer>,
-    /// Peers that may have something to transmit, round-robin.
-    ready: VecDeque<PhysId>,
-    timers: BTreeSet<(Instant, PhysId)>,
+    peers: peers::PeerTable,
+    /// Peers (slots) that may have something to transmit, round-robin.
+    ready: VecDeque<usize>,
+    timers: BTreeSet<(Instant, usize)>,
     events: VecDeque<TransportEvent>,
     /// Peers to tell our incarnation (they addressed an earlier one).
     resets: VecDeque<PhysId>,
     budget: Budget,
     stats: TransportStats,
-    due: Vec<PhysId>,
-    /// Peers with a deferred ack or a timer to recompute (see `settle`).
-    unsettled: Vec<PhysId>,
+    due: Vec<usize>,
+    /// Peers (slots) with a deferred ack or a timer to recompute (see `settle`).
+    unsettled: Vec<usize>,
     /// When the oldest entry of `unsettled` was added: `poll_timeout` reports it as due.
     unsettled_since: Option<Instant>,
     /// A datagram left since the last settlement: the driver's next `poll_transmit`, which
     /// runs after the send system call, settles.
     sent_since_settle: bool,
-    /// The datagram just written has a payload left in its message (a gathering send).
-    tail_pending: bool,
+    /// The peer whose datagram, just written, left a payload in its message (a gathering
+    /// send).
+    tail_slot: Option<usize>,
 }
 
 /// A random non-zero incarnation id.
@@ -343,7 +345,7 @@ impl Transport {
             cfg,
             local,
             incarnation,
-            peers: HashMap::new(),
+            peers: peers::PeerTable::new(),
             ready: VecDeque::new(),
             timers: BTreeSet::new(),
             events: VecDeque::new(),
@@ -353,7 +355,7 @@ impl Transport {
             unsettled: Vec::new(),
             unsettled_since: None,
             sent_since_settle: false,
-            tail_pending: false,
+            tail_slot: None,
         })
     }
 
@@ -379,22 +381,23 @@ impl Transport {
 
     /// Whether `peer` was declared failed.
     pub fn is_failed(&self, peer: PhysId) -> bool {
-        self.peers.get(&peer).is_some_and(|p| p.failed)
+        self.peers.by_id(peer).is_some_and(|p| p.failed)
     }
 
     /// The smoothed RTT to `peer`, once measured.
     pub fn srtt(&self, peer: PhysId) -> Option<Duration> {
-        self.peers.get(&peer).and_then(|p| p.send.rtt.srtt())
+        self.peers.by_id(peer).and_then(|p| p.send.rtt.srtt())
     }
 
     /// Bytes of messages queued or unacknowledged for `peer`.
     pub fn queued_bytes(&self, peer: PhysId) -> usize {
-        self.peers.get(&peer).map_or(0, |p| p.send.queued_bytes())
+        self.peers.by_id(peer).map_or(0, |p| p.send.queued_bytes())
     }
 
-    fn new_peer(cfg: &TransportConfig, now: Instant) -> Peer {
+    fn new_peer(cfg: &TransportConfig, id: PhysId, now: Instant) -> Peer {
         let rtt = RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto, cfg.ack_delay);
         Peer {
+            id,
             remote_inc: 0,
             failed: false,
             send: SendState::new(rtt, now),
@@ -420,10 +423,12 @@ impl Transport {
             });
         }
         let cfg = &self.cfg;
-        let peer = self
+        let slot = self
             .peers
-            .entry(dest)
-            .or_insert_with(|| Self::new_peer(cfg, now));
+            .slot_or_insert(dest, || Self::new_peer(cfg, dest, now));
+        let Some(peer) = self.peers.get_mut(slot) else {
+            return Err(TransportError::PeerFailed { peer: dest });
+        };
         if peer.failed {
             return Err(TransportError::PeerFailed { peer: dest });
         }
@@ -431,15 +436,18 @@ impl Transport {
         self.stats.messages_sent += 1;
         // No timer changes until frames leave: the peer is ready, and `poll_transmit`
         // reschedules it after writing them (a timer lookup per message saved).
-        self.mark_ready(dest);
+        if !peer.in_ready {
+            peer.in_ready = true;
+            self.ready.push_back(slot);
+        }
         Ok(())
     }
 
-    fn mark_ready(&mut self, id: PhysId) {
-        if let Some(peer) = self.peers.get_mut(&id) {
+    fn mark_ready(&mut self, slot: usize) {
+        if let Some(peer) = self.peers.get_mut(slot) {
             if !peer.in_ready && !peer.failed {
                 peer.in_ready = true;
-                self.ready.push_back(id);
+                self.ready.push_back(slot);
             }
         }
     }
@@ -451,8 +459,8 @@ impl Transport {
     /// or vanished deadline leaves the old entry, which then fires early, finds nothing due
     /// and re-registers. Invariant: at most one entry per peer, equal to `peer.timer`, and no
     /// later than the peer's true earliest deadline.
-    fn reschedule(&mut self, id: PhysId) {
-        let Some(peer) = self.peers.get_mut(&id) else {
+    fn reschedule(&mut self, slot: usize) {
+        let Some(peer) = self.peers.get_mut(slot) else {
             return;
         };
         let mut next: Option<Instant> = None;
@@ -476,18 +484,19 @@ impl Transport {
             Some(registered) if registered <= next => {}
             old => {
                 if let Some(old) = old {
-                    self.timers.remove(&(old, id));
+                    self.timers.remove(&(old, slot));
                 }
-                self.timers.insert((next, id));
+                self.timers.insert((next, slot));
                 peer.timer = Some(next);
             }
         }
     }
 
-    fn fail_peer(&mut self, id: PhysId, now: Instant) {
-        let Some(peer) = self.peers.get_mut(&id) else {
+    fn fail_peer(&mut self, slot: usize, now: Instant) {
+        let Some(peer) = self.peers.get_mut(slot) else {
             return;
         };
+        let id = peer.id;
         if peer.failed {
             return;
         }
@@ -505,7 +514,7 @@ impl Transport {
         self.stats.peers_failed += 1;
         self.events
             .push_back(TransportEvent::PeerFailed { peer: id });
-        self.reschedule(id);
+        self.reschedule(slot);
     }
 
     /// Processes one received datagram from `from`. Bad datagrams are counted and dropped;
@@ -540,10 +549,12 @@ impl Transport {
             }
         };
         let cfg = &self.cfg;
-        let peer = self
+        let slot = self
             .peers
-            .entry(from)
-            .or_insert_with(|| Self::new_peer(cfg, now));
+            .slot_or_insert(from, || Self::new_peer(cfg, from, now));
+        let Some(peer) = self.peers.get_mut(slot) else {
+            return;
+        };
         if peer.failed {
             self.stats.dropped_stale += 1;
             return;
@@ -556,7 +567,7 @@ impl Transport {
             // not yet delivered. Reported as a failure of the old peer.
             self.stats.peer_restarts += 1;
             self.stats.dropped_stale += 1;
-            self.fail_peer(from, now);
+            self.fail_peer(slot, now);
             return;
         }
         let dst = dg.header.dst_incarnation;
@@ -617,11 +628,12 @@ impl Transport {
         let list = !peer.unsettled;
         peer.unsettled = true;
         if list {
-            self.unsettled.push(from);
+            self.unsettled.push(slot);
         }
         self.unsettled_since.get_or_insert(now);
-        if wants_tx {
-            self.mark_ready(from);
+        if wants_tx && !peer.in_ready {
+            peer.in_ready = true;
+            self.ready.push_back(slot);
         }
     }
 
@@ -651,12 +663,12 @@ impl Transport {
         out: &mut Vec<u8>,
     ) -> Option<(PhysId, &[u8])> {
         let to = self.poll_transmit_inner(now, out, true)?;
-        if !std::mem::take(&mut self.tail_pending) {
+        let Some(slot) = self.tail_slot.take() else {
             return Some((to, &[]));
-        }
+        };
         let Transport { peers, stats, .. } = self;
         let tail = peers
-            .get_mut(&to)
+            .get_mut(slot)
             .map(|p| p.send.take_tail())
             .unwrap_or_default();
         stats.bytes_out += tail.len() as u64;
@@ -671,7 +683,7 @@ impl Transport {
     ) -> Option<PhysId> {
         out.clear();
         if let Some(to) = self.resets.pop_front() {
-            let dst_incarnation = self.peers.get(&to).map_or(0, |p| p.remote_inc);
+            let dst_incarnation = self.peers.by_id(to).map_or(0, |p| p.remote_inc);
             wire::write_header(
                 out,
                 &Header {
@@ -698,8 +710,8 @@ impl Transport {
     /// The part of `poll_transmit_inner` that visits the ready peers.
     fn transmit_ready(&mut self, now: Instant, out: &mut Vec<u8>, gather: bool) -> Option<PhysId> {
         let window = self.cfg.window;
-        while let Some(id) = self.ready.pop_front() {
-            let Some(peer) = self.peers.get_mut(&id) else {
+        while let Some(slot) = self.ready.pop_front() {
+            let Some(peer) = self.peers.get_mut(slot) else {
                 continue;
             };
             peer.in_ready = false;
@@ -717,7 +729,7 @@ impl Transport {
             let ack_due = peer.recv.ack_due(now, self.cfg.ack_every);
             if !has_data && !ack_due {
                 // A pending ack that is not yet due waits for its timer (or for data).
-                self.reschedule(id);
+                self.reschedule(slot);
                 continue;
             }
             out.clear();
@@ -739,7 +751,7 @@ impl Transport {
             if frames == 0 && !with_ack {
                 // Only stale retransmission entries were queued.
                 out.clear();
-                self.reschedule(id);
+                self.reschedule(slot);
                 continue;
             }
             self.stats.data_frames_sent += frames as u64;
@@ -755,16 +767,17 @@ impl Transport {
             // Through `peer`, not by id: each lookup by id hashes the address again.
             if peer.send.has_sendable(window) {
                 peer.in_ready = true;
-                self.ready.push_back(id);
+                self.ready.push_back(slot);
             }
             // The timer is recomputed after the send (`settle`).
             if !peer.unsettled {
                 peer.unsettled = true;
-                self.unsettled.push(id);
+                self.unsettled.push(slot);
             }
             self.unsettled_since.get_or_insert(now);
             self.sent_since_settle = true;
-            self.tail_pending = peer.send.has_tail();
+            self.tail_slot = peer.send.has_tail().then_some(slot);
+            let id = peer.id;
             self.count_out(out);
             return Some(id);
         }
@@ -811,27 +824,27 @@ impl Transport {
         self.settle();
         let mut due = std::mem::take(&mut self.due);
         due.clear();
-        while let Some(&(t, id)) = self.timers.first() {
+        while let Some(&(t, slot)) = self.timers.first() {
             if t > now {
                 break;
             }
             self.timers.pop_first();
-            if let Some(p) = self.peers.get_mut(&id) {
+            if let Some(p) = self.peers.get_mut(slot) {
                 if p.timer == Some(t) {
                     p.timer = None;
                 }
             }
-            due.push(id);
+            due.push(slot);
         }
-        for &id in &due {
-            let Some(peer) = self.peers.get_mut(&id) else {
+        for &slot in &due {
+            let Some(peer) = self.peers.get_mut(slot) else {
                 continue;
             };
             if peer.failed {
                 continue;
             }
             if peer.send.outstanding() && peer.send.last_progress + self.cfg.peer_timeout <= now {
-                self.fail_peer(id, now);
+                self.fail_peer(slot, now);
                 continue;
             }
             let mut wants_tx = false;
@@ -846,9 +859,9 @@ impl Transport {
                 wants_tx = true;
             }
             if wants_tx {
-                self.mark_ready(id);
+                self.mark_ready(slot);
             }
-            self.reschedule(id);
+            self.reschedule(slot);
         }
         self.due = due;
     }

@@ -107,8 +107,8 @@ impl Transport {
         let mut list = std::mem::take(&mut self.unsettled);
         let mut readied = false;
         let mut tally = AckTally::default();
-        for &id in &list {
-            let Some(peer) = self.peers.get_mut(&id) else {
+        for &slot in &list {
+            let Some(peer) = self.peers.get_mut(slot) else {
                 continue;
             };
             peer.unsettled = false;
@@ -116,11 +116,11 @@ impl Transport {
                 tally.apply_deferred(peer, d);
                 if !peer.in_ready && !peer.failed && peer.send.has_sendable(window) {
                     peer.in_ready = true;
-                    self.ready.push_back(id);
+                    self.ready.push_back(slot);
                     readied = true;
                 }
             }
-            self.reschedule(id);
+            self.reschedule(slot);
         }
         tally.record(&mut self.stats);
         list.clear();
