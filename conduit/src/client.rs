@@ -1,6 +1,7 @@
 //! The client: joining a job, attaching the segment, and the state every other module works
 //! on.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -63,6 +64,9 @@ pub(crate) struct Attached {
     pub(crate) send_eq: EqHandle,
     /// The shared-memory path, when the supernode has other members.
     pub(crate) shm: Option<crate::shm::Shm>,
+    /// The interface's event count when a poll last emptied this client's event queues: an
+    /// idle poll that finds the count unchanged skips looking at them (see `poll_internal`).
+    pub(crate) drained_events: AtomicU64,
 }
 
 /// Shared state behind a [`Client`].
@@ -354,6 +358,8 @@ impl Client {
             send_large_md,
             send_eq,
             shm,
+            // No event counted yet, none to take.
+            drained_events: AtomicU64::new(0),
         };
         if inner.attached.set(attached).is_err() {
             return Err(AttachError::AlreadyAttached);

@@ -10,6 +10,7 @@
 
 use hashbrown::HashMap;
 use std::cell::{Cell, RefCell};
+use std::sync::atomic::Ordering;
 
 use rgasnet_portals::engine::{EqGet, MeHandle};
 use rgasnet_portals::{Event, EventKind, ListKind, NiFail, ProcessId, Region};
@@ -151,34 +152,60 @@ impl Inner {
         let iface = self.am_ni.interface();
         let mut ran = ran;
         let mut result = Ok(());
+        let mut flush = false;
         for _ in 0..NET_ROUNDS {
-            let arrived = match iface.progress_holding() {
-                Ok(a) => a,
+            let round = match iface.progress_holding() {
+                Ok(r) => r,
                 Err(source) => {
                     result = Err(AmError::Portals { call, source });
+                    flush = true;
                     break;
                 }
             };
-            let handled = match self.drain_network(call, att) {
+            // An idle round (the common case while a rank waits for a reply) stops here: no
+            // event was posted since the queues were last emptied, and nothing is held back
+            // for transmission, so the queue looks and the flush (an interface lock each)
+            // would find nothing. Spinning rounds stay short, and a reply is noticed sooner.
+            // Relaxed: the count is read and written under the interface lock's ordering of
+            // the events themselves; a stale value only causes one needless look.
+            if !round.received
+                && !round.pending_transmit
+                && round.events_posted == att.drained_events.load(Ordering::Relaxed)
+            {
+                break;
+            }
+            flush = true;
+            let (handled, emptied) = match self.drain_network(call, att) {
                 Ok(n) => n,
                 Err(e) => {
                     result = Err(e);
                     break;
                 }
             };
+            if emptied {
+                // Every event counted so far has been taken (events posted meanwhile raise
+                // the count past this value, so they are not skipped).
+                att.drained_events
+                    .fetch_max(round.events_posted, Ordering::Relaxed);
+            }
             ran += handled;
             // Once handlers ran, return: the caller is usually waiting for exactly that (a
             // reply), and another round would cost it a receive system call first.
-            if !arrived || handled > 0 || ran >= POLL_BATCH {
+            if !round.received || handled > 0 || ran >= POLL_BATCH {
                 break;
             }
         }
-        iface.flush();
+        if flush {
+            iface.flush();
+        }
         result.map(|()| ran)
     }
 
-    fn drain_network(&self, call: &'static str, att: &Attached) -> Result<usize, AmError> {
+    /// Runs the handlers of what arrived and takes the send events. Returns how many handlers
+    /// ran and whether the AM queue was emptied.
+    fn drain_network(&self, call: &'static str, att: &Attached) -> Result<(usize, bool), AmError> {
         let mut ran = 0;
+        let mut emptied = false;
         for _ in 0..POLL_BATCH {
             let (work, more) = self.next_work(call, att)?;
             if let Work::Run(p) = work {
@@ -186,12 +213,13 @@ impl Inner {
                 ran += 1;
             }
             if !more {
+                emptied = true;
                 break;
             }
         }
         // Acknowledgements only free send buffers: after the handlers, which someone waits for.
         self.process_send_events(call)?;
-        Ok(ran)
+        Ok((ran, emptied))
     }
 
     /// Takes one event and turns it into work. Returns whether the queue may hold more.

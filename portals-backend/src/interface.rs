@@ -102,6 +102,19 @@ const MAX_BLOCK: Duration = Duration::from_millis(5);
 
 static NEXT_INTERFACE_ID: AtomicU32 = AtomicU32::new(1);
 
+/// What one [`Interface::progress_holding`] round saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoldingRound {
+    /// Whether any datagram arrived.
+    pub received: bool,
+    /// The engine's count of events posted so far, on every queue
+    /// (`EngineStats::events_posted`): a consumer that emptied its queues
+    /// when the count was `n` has nothing new to take while it is still `n`.
+    pub events_posted: u64,
+    /// Whether something waits to be transmitted ([`Interface::flush`] has work).
+    pub pending_transmit: bool,
+}
+
 struct State {
     stack: Stack,
     rx: Vec<u8>,
@@ -350,14 +363,18 @@ impl Interface {
     /// (the answer to a put or get on an event-less list entry) leaves at once, since no
     /// consumer will answer it. Returns whether any datagram arrived. The caller must flush
     /// before it stops calling in.
-    pub fn progress_holding(&self) -> PtlResult<bool> {
+    pub fn progress_holding(&self) -> PtlResult<HoldingRound> {
         let mut st = self.lock();
         let mut received = false;
         let before = st.stack.engine.stats().events_posted;
         self.progress_until(&mut st, &mut received, false, &mut |e| {
             Ok((e.stats().events_posted != before).then_some(()))
         })?;
-        Ok(received)
+        Ok(HoldingRound {
+            received,
+            events_posted: st.stack.engine.stats().events_posted,
+            pending_transmit: st.stack.engine.has_outgoing() || st.stack.transport.has_ready(),
+        })
     }
 
     /// Transmits everything queued (after [`Interface::progress_holding`]).
