@@ -365,7 +365,7 @@ pub fn encode_request_with(
     data_len: u64,
     fill: impl FnOnce(&mut [u8]) -> Result<(), OutOfBounds>,
 ) -> Result<Vec<u8>, ProtoError> {
-    let (mut out, total) = request_header(h, operand, data_len)?;
+    let (mut out, total) = request_header(Vec::new(), h, operand, data_len)?;
     let start = out.len();
     out.resize(total, 0);
     fill(&mut out[start..])?;
@@ -383,7 +383,20 @@ pub fn encode_request_appending(
     data_len: u64,
     append: impl FnOnce(&mut Vec<u8>) -> Result<(), OutOfBounds>,
 ) -> Result<Vec<u8>, ProtoError> {
-    let (mut out, total) = request_header(h, operand, data_len)?;
+    encode_request_appending_into(Vec::new(), h, operand, data_len, append)
+}
+
+/// [`encode_request_appending`] into `buf` (emptied first; its capacity is reused, so a
+/// recycled buffer saves the allocation).
+#[inline(always)]
+pub fn encode_request_appending_into(
+    buf: Vec<u8>,
+    h: &RequestHeader,
+    operand: &[u8],
+    data_len: u64,
+    append: impl FnOnce(&mut Vec<u8>) -> Result<(), OutOfBounds>,
+) -> Result<Vec<u8>, ProtoError> {
+    let (mut out, total) = request_header(buf, h, operand, data_len)?;
     append(&mut out)?;
     if out.len() != total {
         return Err(ProtoError::LengthMismatch {
@@ -400,6 +413,7 @@ pub fn encode_request_appending(
 // was re-read at once with wider loads (a store-forwarding stall per message).
 #[inline(always)]
 fn request_header(
+    mut out: Vec<u8>,
     h: &RequestHeader,
     operand: &[u8],
     data_len: u64,
@@ -436,7 +450,8 @@ fn request_header(
     for (slot, v) in head[18..].chunks_exact_mut(8).zip(words) {
         slot.copy_from_slice(&v.to_le_bytes());
     }
-    let mut out = Vec::with_capacity(total);
+    out.clear();
+    out.reserve_exact(total);
     out.extend_from_slice(&head);
     out.extend_from_slice(operand);
     Ok((out, total))
@@ -461,6 +476,16 @@ pub fn encode_response_with(
     h: &ResponseHeader,
     fill: impl FnOnce(&mut [u8]) -> Result<(), OutOfBounds>,
 ) -> Result<Vec<u8>, ProtoError> {
+    encode_response_with_into(Vec::new(), h, fill)
+}
+
+/// [`encode_response_with`] into `buf` (emptied first; its capacity is reused).
+#[inline]
+pub fn encode_response_with_into(
+    mut out: Vec<u8>,
+    h: &ResponseHeader,
+    fill: impl FnOnce(&mut [u8]) -> Result<(), OutOfBounds>,
+) -> Result<Vec<u8>, ProtoError> {
     let data_len = match h.kind {
         ResponseKind::Ack => 0,
         ResponseKind::Reply => h.mlength,
@@ -470,7 +495,8 @@ pub fn encode_response_with(
     }
     let data_len = usize::try_from(data_len).map_err(|_| ProtoError::TooLarge(data_len))?;
     let total = RESPONSE_HEADER_LEN + data_len;
-    let mut out = Vec::with_capacity(total);
+    out.clear();
+    out.reserve_exact(total);
     out.push(match h.kind {
         ResponseKind::Ack => TAG_ACK,
         ResponseKind::Reply => TAG_REPLY,

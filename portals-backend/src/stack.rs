@@ -69,6 +69,10 @@ impl Stack {
     /// A lazy ACK is held until another message goes to the same peer (it then leaves first,
     /// in the same datagram) or its delay runs out ([`Stack::poll_timeout`] includes it).
     pub fn pump(&mut self, now: Instant) {
+        // Buffers of acknowledged messages go back to the engine to build new ones in.
+        if !self.transport.spare_buffers().is_empty() {
+            self.engine.stock_buffers(self.transport.spare_buffers());
+        }
         loop {
             let mut progressed = false;
             while let Some((dest, message)) = self.engine.poll_outgoing() {

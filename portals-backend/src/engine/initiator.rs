@@ -308,15 +308,16 @@ impl Engine {
             op_id,
             rlength: o.length,
         };
+        let buf = self.message_buffer();
         let bytes = match o.source {
             Some((md, off)) => {
                 let m = self.mds.get(call, md)?;
                 let at = (m.offset + off) as usize;
-                proto::encode_request_appending(&header, o.operand, o.length, |buf| {
+                proto::encode_request_appending_into(buf, &header, o.operand, o.length, |buf| {
                     m.region.append_to(at, o.length as usize, buf)
                 })
             }
-            None => proto::encode_request(&header, o.operand, &[]),
+            None => proto::encode_request_appending_into(buf, &header, o.operand, 0, |_| Ok(())),
         }
         .map_err(|e| PtlError::arg(call, e.to_string()))?;
         self.next_op_id += 1;

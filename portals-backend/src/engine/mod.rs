@@ -47,6 +47,9 @@ use objects::{CtState, EntryState, EqState, MdState, NiState, SR_DROP, SR_OP, SR
 
 use initiator::PendingOp;
 
+/// Most recycled message buffers an engine keeps.
+const SPARE_BUFFERS: usize = 64;
+
 /// The largest limits an NI can be granted; `ni_init` clamps desired limits to these.
 pub fn max_limits() -> NiLimits {
     NiLimits {
@@ -80,6 +83,8 @@ pub struct Engine {
     pending: HashMap<u64, PendingOp>,
     next_op_id: u64,
     outgoing: VecDeque<(PhysId, Vec<u8>)>,
+    /// Emptied buffers to build messages in (see [`Engine::stock_buffers`]).
+    spare: Vec<Vec<u8>>,
     /// Successful ACKs of puts to [`crate::types::PtOptions::LAZY_ACK`] portals, which may wait for company.
     lazy_outgoing: VecDeque<(PhysId, Vec<u8>)>,
     stats: EngineStats,
@@ -135,6 +140,7 @@ impl Engine {
             pending: HashMap::new(),
             next_op_id: 1,
             outgoing: VecDeque::new(),
+            spare: Vec::new(),
             lazy_outgoing: VecDeque::new(),
             stats: EngineStats::default(),
         }
@@ -311,6 +317,23 @@ impl Engine {
                 tracing::debug!(%from, error = %e, "dropping malformed Portals message");
             }
         }
+    }
+
+    /// Takes emptied message buffers from `from` (a transport's acknowledged messages) to
+    /// build the next messages in, so that a steady exchange of small messages allocates
+    /// nothing. Keeps a bounded number; the rest stay in `from`.
+    pub fn stock_buffers(&mut self, from: &mut Vec<Vec<u8>>) {
+        while self.spare.len() < SPARE_BUFFERS {
+            match from.pop() {
+                Some(b) => self.spare.push(b),
+                None => break,
+            }
+        }
+    }
+
+    /// A buffer to build a message in: a recycled one when there is one.
+    fn message_buffer(&mut self) -> Vec<u8> {
+        self.spare.pop().unwrap_or_default()
     }
 
     /// Diagnostic counters.

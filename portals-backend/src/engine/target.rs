@@ -107,7 +107,7 @@ impl Engine {
 
     /// The encoded data-less ack or reply to `h` (`None` when none was asked for).
     fn response_bytes(
-        &self,
+        &mut self,
         h: &RequestHeader,
         fail: NiFail,
         mlength: u64,
@@ -132,7 +132,7 @@ impl Engine {
             offset,
         };
         // A data-less response always encodes.
-        proto::encode_response(&rh, &[]).ok()
+        proto::encode_response_with_into(self.message_buffer(), &rh, |_| Ok(())).ok()
     }
 
     /// Everything up to and including the choice of entry; no state changes except refusal
@@ -316,6 +316,12 @@ impl Engine {
     /// Performs a matched operation: memory, events, counts, unlink, response.
     fn execute(&mut self, from: PhysId, req: &Request<'_>, m: Matched) {
         let h = &req.header;
+        // The reply's buffer, taken before the entry is borrowed (a put needs none).
+        let reply_buf = if h.op.has_reply() {
+            self.message_buffer()
+        } else {
+            Vec::new()
+        };
         let Ok(e) = self.entries.get_mut("request", m.entry) else {
             return;
         };
@@ -345,12 +351,19 @@ impl Engine {
                     mlength: m.mlength,
                     offset: m.offset,
                 };
-                let filled = proto::encode_response_with(&rh, |buf| match h.atomic {
-                    Some((op, dt)) if h.op != OpKind::Get => {
-                        atomic::apply(op, dt, region, at, &req.data[..len], req.operand, Some(buf))
-                    }
-                    _ => region.read(at, buf),
-                });
+                let filled =
+                    proto::encode_response_with_into(reply_buf, &rh, |buf| match h.atomic {
+                        Some((op, dt)) if h.op != OpKind::Get => atomic::apply(
+                            op,
+                            dt,
+                            region,
+                            at,
+                            &req.data[..len],
+                            req.operand,
+                            Some(buf),
+                        ),
+                        _ => region.read(at, buf),
+                    });
                 filled.map(|b| response = Some(b)).map_err(|_| ())
             }
             // Decoding guarantees atomics carry their op; nothing else reaches here.

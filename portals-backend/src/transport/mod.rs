@@ -308,6 +308,9 @@ pub struct Transport {
     /// The peer whose datagram, just written, left a payload in its message (a gathering
     /// send).
     tail_slot: Option<usize>,
+    /// Buffers of acknowledged messages, for the layer above to build new ones in
+    /// ([`Transport::spare_buffers`]).
+    spare: Vec<Vec<u8>>,
 }
 
 /// A random non-zero incarnation id.
@@ -356,6 +359,7 @@ impl Transport {
             unsettled_since: None,
             sent_since_settle: false,
             tail_slot: None,
+            spare: Vec::new(),
         })
     }
 
@@ -585,7 +589,7 @@ impl Transport {
         let ack_delay = self.cfg.ack_delay;
         let stats = &mut self.stats;
         let budget = &mut self.budget;
-        let mut tally = settle::AckTally::default();
+        let mut tally = settle::AckTally::new(&mut self.spare);
         let mut deliver = |message: &[u8]| {
             stats.messages_delivered += 1;
             sink(from, message);
@@ -720,7 +724,7 @@ impl Transport {
             }
             if !peer.send.window_open(window) {
                 if let Some(d) = peer.deferred_ack.take() {
-                    let mut tally = settle::AckTally::default();
+                    let mut tally = settle::AckTally::new(&mut self.spare);
                     tally.apply_deferred(peer, d);
                     tally.record(&mut self.stats);
                 }
@@ -793,6 +797,13 @@ impl Transport {
     /// look at it); `false` means a transmit call would find nothing.
     pub fn has_ready(&self) -> bool {
         !self.ready.is_empty() || !self.resets.is_empty()
+    }
+
+    /// Buffers of messages the peers acknowledged, emptied and kept for reuse: a layer that
+    /// builds messages takes them from here instead of allocating (small ones only, a bounded
+    /// number).
+    pub fn spare_buffers(&mut self) -> &mut Vec<Vec<u8>> {
+        &mut self.spare
     }
 
     /// Whether a [`Transport::poll_transmit`] pass has anything to do: a datagram to write,

@@ -293,7 +293,12 @@ impl SendState {
     }
 
     /// Processes an acknowledgement.
-    pub(crate) fn on_ack(&mut self, now: Instant, ack: &AckView<'_>) -> AckOutcome {
+    pub(crate) fn on_ack(
+        &mut self,
+        now: Instant,
+        ack: &AckView<'_>,
+        spare: &mut Vec<Vec<u8>>,
+    ) -> AckOutcome {
         let mut outcome = AckOutcome::default();
         let beyond = |s: u64| s > self.next_seq;
         if beyond(ack.cumulative) || ack.ranges().any(|r| beyond(r.end)) {
@@ -343,7 +348,7 @@ impl SendState {
                 self.snd_una += 1;
             }
             self.largest_acked_end = self.largest_acked_end.max(ack.cumulative);
-            self.release_messages();
+            self.release_messages(spare);
         }
         outcome.fast_lost = self.detect_reorder_losses(now);
         if outcome.progress {
@@ -354,14 +359,17 @@ impl SendState {
         outcome
     }
 
-    /// Frees messages whose every fragment lies below `snd_una`.
-    fn release_messages(&mut self) {
+    /// Frees messages whose every fragment lies below `snd_una`; small buffers go to `spare`
+    /// for the next messages (see [`keep_spare`]).
+    fn release_messages(&mut self, spare: &mut Vec<Vec<u8>>) {
         while let Some(front) = self.msgs.front() {
             if !(front.fully_cut && front.last_seq < self.snd_una) {
                 break;
             }
             self.queued_bytes -= front.data.len();
-            self.msgs.pop_front();
+            if let Some(m) = self.msgs.pop_front() {
+                keep_spare(spare, m.data);
+            }
             self.first_msg_id += 1;
         }
     }
@@ -421,5 +429,19 @@ impl SendState {
             self.rto_deadline = earliest.map(|t| t + rto);
         }
         queued
+    }
+}
+
+/// Most message buffers kept for reuse, and the largest capacity kept: enough for the small
+/// messages of a round trip to never allocate, without pinning the buffers of large ones.
+pub(crate) const SPARE_BUFFERS: usize = 64;
+/// See [`SPARE_BUFFERS`].
+pub(crate) const SPARE_CAPACITY: usize = 16 * 1024;
+
+/// Keeps `buf` in `spare` for reuse if it is small and there is room.
+pub(crate) fn keep_spare(spare: &mut Vec<Vec<u8>>, mut buf: Vec<u8>) {
+    if spare.len() < SPARE_BUFFERS && buf.capacity() <= SPARE_CAPACITY {
+        buf.clear();
+        spare.push(buf);
     }
 }

@@ -42,18 +42,28 @@ impl DeferredAck {
     }
 }
 
-/// Counts what applied acks revealed, for [`TransportStats`] (kept apart so that acks can be
-/// applied while the stats are borrowed by a delivery closure).
-#[derive(Default)]
-pub(super) struct AckTally {
+/// Applies acks: counts what they revealed, for [`TransportStats`] (kept apart so that acks
+/// can be applied while the stats are borrowed by a delivery closure), and keeps the buffers
+/// of the messages they release for reuse.
+pub(super) struct AckTally<'a> {
     bogus: u64,
     fast_lost: u64,
+    spare: &'a mut Vec<Vec<u8>>,
 }
 
-impl AckTally {
+impl<'a> AckTally<'a> {
+    /// A tally whose released buffers go to `spare`.
+    pub(super) fn new(spare: &'a mut Vec<Vec<u8>>) -> Self {
+        AckTally {
+            bogus: 0,
+            fast_lost: 0,
+            spare,
+        }
+    }
+
     /// Applies `ack`, received at `at`, to `peer`'s send state.
     pub(super) fn apply(&mut self, peer: &mut Peer, ack: &AckView<'_>, at: Instant) {
-        let out = peer.send.on_ack(at, ack);
+        let out = peer.send.on_ack(at, ack, self.spare);
         self.bogus += u64::from(out.bogus);
         self.fast_lost += out.fast_lost;
     }
@@ -106,14 +116,15 @@ impl Transport {
         let window = self.cfg.window;
         let mut list = std::mem::take(&mut self.unsettled);
         let mut readied = false;
-        let mut tally = AckTally::default();
         for &slot in &list {
             let Some(peer) = self.peers.get_mut(slot) else {
                 continue;
             };
             peer.unsettled = false;
             if let Some(d) = peer.deferred_ack.take() {
+                let mut tally = AckTally::new(&mut self.spare);
                 tally.apply_deferred(peer, d);
+                tally.record(&mut self.stats);
                 if !peer.in_ready && !peer.failed && peer.send.has_sendable(window) {
                     peer.in_ready = true;
                     self.ready.push_back(slot);
@@ -122,7 +133,6 @@ impl Transport {
             }
             self.reschedule(slot);
         }
-        tally.record(&mut self.stats);
         list.clear();
         // Keeps the allocation (no malloc per round trip).
         self.unsettled = list;
