@@ -148,6 +148,17 @@ impl SendState {
         self.retx.is_empty() && self.inflight.len() < window
     }
 
+    /// Whether an acknowledgement of every frame below `cumulative` can wait (see `settle`):
+    /// it covers every frame sent (the answer of a round trip does), the window is open and
+    /// nothing queued waits to be cut into frames. A stream's acks trail its frames and are
+    /// applied at once: a deferred one would keep its frames in the window, which measurably
+    /// slowed a stream of puts.
+    pub(crate) fn ack_can_wait(&self, window: usize, cumulative: u64) -> bool {
+        cumulative >= self.next_seq
+            && self.window_open(window)
+            && self.cut_index() >= self.msgs.len()
+    }
+
     /// Whether a DATA frame could be sent now.
     pub(crate) fn has_sendable(&self, window: usize) -> bool {
         !self.retx.is_empty() || self.has_new(window)

@@ -82,7 +82,7 @@ impl<'a> AckTally<'a> {
         at: Instant,
         window: usize,
     ) {
-        let deferred = if peer.send.window_open(window) {
+        let deferred = if peer.send.ack_can_wait(window, ack.cumulative) {
             DeferredAck::of(ack, at)
         } else {
             None
