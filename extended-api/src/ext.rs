@@ -15,7 +15,7 @@ use crate::error::{ExtAttachError, ExtError};
 use crate::ops::{Freed, Landing, Ops};
 
 /// Bytes moved by one network put: larger puts are split. Also the size of a bounce buffer.
-pub(crate) const PUT_CHUNK: usize = 256 << 10;
+pub(crate) const PUT_CHUNK: usize = 1 << 20;
 /// Bytes of explicit-handle puts in flight per rank; more would only queue in the transport
 /// while the issuing call, which transmits but does not receive, keeps copying (see
 /// [`crate::nbi::NBI_WINDOW_BYTES`]).

@@ -2,9 +2,10 @@
 //! regions ([`AccessRegion`]) whose operations end up behind one [`NbHandle`].
 //!
 //! Completion is tracked with counting events, not per-operation events: every context owns a
-//! counter set — one counting event for puts and one for gets, with memory descriptors over a
-//! bounce buffer, a landing buffer and the own segment that count on them (ACKs on the put
-//! counter, REPLYs on the get counter). A sync waits until `success + failure` reaches the
+//! counter set — one counting event for puts and one for gets, with memory descriptors that
+//! count on them (ACKs on the put counter, REPLYs on the get counter): one for puts from
+//! anywhere in memory (whose bytes go straight from the caller's buffer into the message,
+//! `Ni::put_from`; the descriptor only counts), a landing buffer, and the own segment. A sync waits until `success + failure` reaches the
 //! number of operations issued. Counter sets are pooled and reused once quiet.
 //!
 //! A get's reply lands in the context's landing buffer (or a buffer of its own when large) and
@@ -44,7 +45,6 @@ const NBI_DYNAMIC_MAX: usize = 64 << 20;
 pub(crate) struct CounterSet {
     ct_put: CtHandle,
     ct_get: CtHandle,
-    bounce: Region,
     md_put: MdHandle,
     md_seg_put: MdHandle,
     md_get: MdHandle,
@@ -66,16 +66,17 @@ impl CounterSet {
                 ct: Some(ct),
             })
         };
-        let bounce = rgasnet::buffer_region(PUT_CHUNK);
+        // Never read or written (puts carry their bytes, `put_from`): it gives the put
+        // descriptor the length of the largest chunk, which bounds what one put may carry.
+        let put_span = Region::new(PUT_CHUNK);
         let landing = rgasnet::buffer_region(NBI_LANDING);
         Ok(CounterSet {
-            md_put: bind(&bounce, ct_put, MdOptions::EVENT_CT_ACK)?,
+            md_put: bind(&put_span, ct_put, MdOptions::EVENT_CT_ACK)?,
             md_seg_put: bind(segment, ct_put, MdOptions::EVENT_CT_ACK)?,
             md_get: bind(&landing, ct_get, MdOptions::EVENT_CT_REPLY)?,
             md_seg_get: bind(segment, ct_get, MdOptions::EVENT_CT_REPLY)?,
             ct_put,
             ct_get,
-            bounce,
             landing,
         })
     }
@@ -236,9 +237,8 @@ impl<'a> Group<'a> {
             let chunk = &src[lo..src.len().min(lo + PUT_CHUNK)];
             self.window(call, false, chunk.len() as u64)?;
             let set = self.set(call)?;
-            // A chunk is at most the bounce buffer's size; the put copies it out before it
-            // returns, so the buffer is free again for the next chunk.
-            let _ = set.bounce.write(0, chunk);
+            // The chunk goes from `src` into the message (`put_from`): the put MD, the size
+            // of a chunk, only reports and counts, so the bytes are copied once, not twice.
             let args = PutArgs {
                 md: set.md_put,
                 local_offset: 0,
@@ -248,7 +248,10 @@ impl<'a> Group<'a> {
                 user_ptr: 0,
                 hdr_data: 0,
             };
-            self.sh.ni.put(&args).map_err(ExtError::portals(call))?;
+            self.sh
+                .ni
+                .put_from(&args, chunk)
+                .map_err(ExtError::portals(call))?;
             self.puts.issue(chunk.len() as u64);
         }
         Ok(())

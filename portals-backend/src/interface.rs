@@ -725,6 +725,10 @@ impl Ni {
     pub fn put(&self, args: &PutArgs) -> PtlResult<()> {
         self.iface.with_engine(|e| e.put(args))
     }
+    /// `PtlPut` of `data` instead of the MD's bytes ([`Engine::put_from`]).
+    pub fn put_from(&self, args: &PutArgs, data: &[u8]) -> PtlResult<()> {
+        self.iface.with_engine(|e| e.put_from(args, data))
+    }
     /// `PtlGet`.
     pub fn get(&self, args: &GetArgs) -> PtlResult<()> {
         self.iface.with_engine(|e| e.get(args))

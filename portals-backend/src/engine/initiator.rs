@@ -44,6 +44,9 @@ struct Issue<'a> {
     operand: &'a [u8],
     /// MD and offset the data is copied from (not for a get).
     source: Option<(MdHandle, u64)>,
+    /// Bytes sent instead of the source MD's (which still reports the SEND): see
+    /// [`Engine::put_from`].
+    data: Option<&'a [u8]>,
     /// MD and offset the response reports on (none for an unacknowledged put/atomic).
     completion: Option<(MdHandle, u64)>,
 }
@@ -63,6 +66,34 @@ impl Engine {
             hdr_data: a.hdr_data,
             operand: &[],
             source: Some((a.md, a.local_offset)),
+            data: None,
+            completion: (a.ack_req != AckReq::None).then_some((a.md, a.local_offset)),
+        })
+    }
+
+    /// [`Engine::put`] of `data` instead of the MD's bytes (`a.length` must equal its
+    /// length): the MD and offset still say where the SEND event and counts go and bound the
+    /// length. Saves a caller whose data is not in registered memory the copy into a bounce
+    /// MD; the data is copied into the message before this returns, as with `put`.
+    pub fn put_from(&mut self, a: &PutArgs, data: &[u8]) -> PtlResult<()> {
+        if data.len() as u64 != a.length {
+            return Err(PtlError::arg(
+                "put_from",
+                format!("{} bytes given for a put of {}", data.len(), a.length),
+            ));
+        }
+        self.start(Issue {
+            call: "put_from",
+            kind: OpKind::Put,
+            remote: a.remote,
+            ack_req: a.ack_req,
+            atomic: None,
+            length: a.length,
+            user_ptr: a.user_ptr,
+            hdr_data: a.hdr_data,
+            operand: &[],
+            source: Some((a.md, a.local_offset)),
+            data: Some(data),
             completion: (a.ack_req != AckReq::None).then_some((a.md, a.local_offset)),
         })
     }
@@ -80,6 +111,7 @@ impl Engine {
             hdr_data: 0,
             operand: &[],
             source: None,
+            data: None,
             completion: Some((a.md, a.local_offset)),
         })
     }
@@ -107,6 +139,7 @@ impl Engine {
             hdr_data: a.hdr_data,
             operand: &[],
             source: Some((a.md, a.local_offset)),
+            data: None,
             completion: (a.ack_req != AckReq::None).then_some((a.md, a.local_offset)),
         })
     }
@@ -186,6 +219,7 @@ impl Engine {
             hdr_data: a.hdr_data,
             operand,
             source: Some((a.put_md, a.put_offset)),
+            data: None,
             completion: Some((a.get_md, a.get_offset)),
         })
     }
@@ -309,15 +343,23 @@ impl Engine {
             rlength: o.length,
         };
         let buf = self.message_buffer();
-        let bytes = match o.source {
-            Some((md, off)) => {
+        let bytes = match (o.source, o.data) {
+            (Some(_), Some(data)) => {
+                proto::encode_request_appending_into(buf, &header, o.operand, o.length, |buf| {
+                    buf.extend_from_slice(data);
+                    Ok(())
+                })
+            }
+            (Some((md, off)), None) => {
                 let m = self.mds.get(call, md)?;
                 let at = (m.offset + off) as usize;
                 proto::encode_request_appending_into(buf, &header, o.operand, o.length, |buf| {
                     m.region.append_to(at, o.length as usize, buf)
                 })
             }
-            None => proto::encode_request_appending_into(buf, &header, o.operand, 0, |_| Ok(())),
+            (None, _) => {
+                proto::encode_request_appending_into(buf, &header, o.operand, 0, |_| Ok(()))
+            }
         }
         .map_err(|e| PtlError::arg(call, e.to_string()))?;
         self.next_op_id += 1;
