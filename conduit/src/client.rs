@@ -1,7 +1,7 @@
 //! The client: joining a job, attaching the segment, and the state every other module works
 //! on.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -67,6 +67,10 @@ pub(crate) struct Attached {
     /// The interface's event count when a poll last emptied this client's event queues: an
     /// idle poll that finds the count unchanged skips looking at them (see `poll_internal`).
     pub(crate) drained_events: AtomicU64,
+    /// Refused AMs waiting in the send state's resend queue. An idle poll must still take
+    /// the send path while any wait, or their resends (due after a backoff, with nothing
+    /// arriving meanwhile) would never leave: the flood test hung on exactly that.
+    pub(crate) resends_queued: AtomicUsize,
 }
 
 /// Shared state behind a [`Client`].
@@ -360,6 +364,7 @@ impl Client {
             shm,
             // No event counted yet, none to take.
             drained_events: AtomicU64::new(0),
+            resends_queued: AtomicUsize::new(0),
         };
         if inner.attached.set(attached).is_err() {
             return Err(AttachError::AlreadyAttached);

@@ -163,14 +163,16 @@ impl Inner {
                 }
             };
             // An idle round (the common case while a rank waits for a reply) stops here: no
-            // event was posted since the queues were last emptied, and nothing is held back
-            // for transmission, so the queue looks and the flush (an interface lock each)
-            // would find nothing. Spinning rounds stay short, and a reply is noticed sooner.
+            // event was posted since the queues were last emptied, nothing is held back for
+            // transmission and no refused AM waits for its resend, so the queue looks and the
+            // flush (an interface lock each) would find nothing. Spinning rounds stay short,
+            // and a reply is noticed sooner.
             // Relaxed: the count is read and written under the interface lock's ordering of
             // the events themselves; a stale value only causes one needless look.
             if !round.received
                 && !round.pending_transmit
                 && round.events_posted == att.drained_events.load(Ordering::Relaxed)
+                && att.resends_queued.load(Ordering::Relaxed) == 0
             {
                 break;
             }

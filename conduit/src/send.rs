@@ -11,6 +11,7 @@
 use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::atomic::Ordering;
 
 use hashbrown::HashMap;
 use std::time::{Duration, Instant};
@@ -487,6 +488,9 @@ impl Inner {
                     fl.attempts += 1;
                     let at = Instant::now() + backoff(fl.attempts);
                     s.resend.push(Reverse((at, ev.user_ptr)));
+                    // Relaxed: written under the send lock; a poll that reads a stale zero
+                    // skips the send path for one round only (see `poll_internal`).
+                    att.resends_queued.fetch_add(1, Ordering::Relaxed);
                 }
                 NiFail::Undeliverable => {
                     let dest = fl.dest;
@@ -521,6 +525,8 @@ impl Inner {
                 let Some(Reverse((_, user_ptr))) = s.resend.pop() else {
                     break;
                 };
+                // Relaxed: as for the increment above.
+                att.resends_queued.fetch_sub(1, Ordering::Relaxed);
                 match s.inflight.get(&user_ptr) {
                     Some(fl) => fl.args,
                     None => continue,
