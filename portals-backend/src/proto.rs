@@ -482,10 +482,41 @@ pub fn encode_response_with(
 /// [`encode_response_with`] into `buf` (emptied first; its capacity is reused).
 #[inline]
 pub fn encode_response_with_into(
-    mut out: Vec<u8>,
+    buf: Vec<u8>,
     h: &ResponseHeader,
     fill: impl FnOnce(&mut [u8]) -> Result<(), OutOfBounds>,
 ) -> Result<Vec<u8>, ProtoError> {
+    let (mut out, total) = response_header(buf, h)?;
+    out.resize(total, 0);
+    fill(&mut out[RESPONSE_HEADER_LEN..])?;
+    Ok(out)
+}
+
+/// Encodes a response into `buf` (emptied first) whose data `append` adds to the end of the
+/// buffer: exactly the reply's `mlength` bytes, or the call fails with
+/// [`ProtoError::LengthMismatch`]. A get's reply is copied out of the region this way, without
+/// first zeroing room for it (a memset pass over every byte a large get moves).
+#[inline]
+pub fn encode_response_appending_into(
+    buf: Vec<u8>,
+    h: &ResponseHeader,
+    append: impl FnOnce(&mut Vec<u8>) -> Result<(), OutOfBounds>,
+) -> Result<Vec<u8>, ProtoError> {
+    let (mut out, total) = response_header(buf, h)?;
+    append(&mut out)?;
+    if out.len() != total {
+        return Err(ProtoError::LengthMismatch {
+            announced: (total - RESPONSE_HEADER_LEN) as u64,
+            have: out.len().saturating_sub(RESPONSE_HEADER_LEN) as u64,
+        });
+    }
+    Ok(out)
+}
+
+/// `buf`, emptied, with room for the whole response and holding its header; and the total
+/// response length.
+#[inline]
+fn response_header(mut out: Vec<u8>, h: &ResponseHeader) -> Result<(Vec<u8>, usize), ProtoError> {
     let data_len = match h.kind {
         ResponseKind::Ack => 0,
         ResponseKind::Reply => h.mlength,
@@ -505,9 +536,7 @@ pub fn encode_response_with_into(
     for v in [h.op_id, h.mlength, h.offset] {
         out.extend_from_slice(&v.to_le_bytes());
     }
-    out.resize(total, 0);
-    fill(&mut out[RESPONSE_HEADER_LEN..])?;
-    Ok(out)
+    Ok((out, total))
 }
 
 /// Encodes a response whose data is in a slice (`data.len()` must equal `mlength` for a reply).

@@ -351,19 +351,25 @@ impl Engine {
                     mlength: m.mlength,
                     offset: m.offset,
                 };
-                let filled =
-                    proto::encode_response_with_into(reply_buf, &rh, |buf| match h.atomic {
-                        Some((op, dt)) if h.op != OpKind::Get => atomic::apply(
-                            op,
-                            dt,
-                            region,
-                            at,
-                            &req.data[..len],
-                            req.operand,
-                            Some(buf),
-                        ),
-                        _ => region.read(at, buf),
-                    });
+                let filled = match h.atomic {
+                    Some((op, dt)) if h.op != OpKind::Get => {
+                        proto::encode_response_with_into(reply_buf, &rh, |buf| {
+                            atomic::apply(
+                                op,
+                                dt,
+                                region,
+                                at,
+                                &req.data[..len],
+                                req.operand,
+                                Some(buf),
+                            )
+                        })
+                    }
+                    // A get's data is appended straight from the region (no zeroing first).
+                    _ => proto::encode_response_appending_into(reply_buf, &rh, |buf| {
+                        region.append_to(at, m.mlength as usize, buf)
+                    }),
+                };
                 filled.map(|b| response = Some(b)).map_err(|_| ())
             }
             // Decoding guarantees atomics carry their op; nothing else reaches here.

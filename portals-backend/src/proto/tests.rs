@@ -90,6 +90,39 @@ fn golden_swap_and_reply() {
 }
 
 #[test]
+fn appended_response_matches_filled_one_and_checks_its_length() {
+    let rh = ResponseHeader {
+        kind: ResponseKind::Reply,
+        ni_fail: NiFail::Ok,
+        op_id: 9,
+        mlength: 3,
+        offset: 4,
+    };
+    // A recycled buffer with stale bytes: they must not leak into the response.
+    let stale = vec![0xee; 64];
+    let appended =
+        encode_response_appending_into(stale, &rh, |b| Ok(b.extend_from_slice(&[1, 2, 3])))
+            .unwrap();
+    assert_eq!(appended, encode_response(&rh, &[1, 2, 3]).unwrap());
+    assert_eq!(
+        encode_response_appending_into(Vec::new(), &rh, |b| Ok(b.extend_from_slice(&[1, 2]))),
+        Err(ProtoError::LengthMismatch {
+            announced: 3,
+            have: 2
+        })
+    );
+    let oob = OutOfBounds {
+        offset: 8,
+        len: 3,
+        region_len: 10,
+    };
+    assert_eq!(
+        encode_response_appending_into(Vec::new(), &rh, |_| Err(oob)),
+        Err(ProtoError::Source(oob))
+    );
+}
+
+#[test]
 fn typed_errors() {
     assert_eq!(decode(&[]), Err(ProtoError::Truncated { need: 1, have: 0 }));
     assert_eq!(decode(&[0x33]), Err(ProtoError::UnknownTag(0x33)));
