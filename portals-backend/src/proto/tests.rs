@@ -100,12 +100,17 @@ fn appended_response_matches_filled_one_and_checks_its_length() {
     };
     // A recycled buffer with stale bytes: they must not leak into the response.
     let stale = vec![0xee; 64];
-    let appended =
-        encode_response_appending_into(stale, &rh, |b| Ok(b.extend_from_slice(&[1, 2, 3])))
-            .unwrap();
+    let appended = encode_response_appending_into(stale, &rh, |b| {
+        b.extend_from_slice(&[1, 2, 3]);
+        Ok(())
+    })
+    .unwrap();
     assert_eq!(appended, encode_response(&rh, &[1, 2, 3]).unwrap());
     assert_eq!(
-        encode_response_appending_into(Vec::new(), &rh, |b| Ok(b.extend_from_slice(&[1, 2]))),
+        encode_response_appending_into(Vec::new(), &rh, |b| {
+            b.extend_from_slice(&[1, 2]);
+            Ok(())
+        }),
         Err(ProtoError::LengthMismatch {
             announced: 3,
             have: 2
