@@ -30,6 +30,11 @@ pub const PORTALS: &str = "RGASNET_PORTALS";
 /// `RGASNET_PEER_TIMEOUT`: seconds a silent peer is waited for before its operations fail
 /// (default 30).
 pub const PEER_TIMEOUT: &str = "RGASNET_PEER_TIMEOUT";
+/// `RGASNET_STALL_WARNING`: seconds an active-message send may wait for room (the target's
+/// flow control, or a full shared-memory queue) before rgasnet says so once on standard error,
+/// naming the target; 0 never warns (default 10). The send keeps waiting: a target that is
+/// alive but does not poll holds its senders, as in GASNet.
+pub const STALL_WARNING: &str = "RGASNET_STALL_WARNING";
 /// `RGASNET_IFACE`: interface name or IPv4 address the network engine binds (default loopback
 /// for single-host jobs). `PTL_IFACE_NAME` is honoured when this is unset.
 pub const IFACE: &str = "RGASNET_IFACE";
@@ -89,6 +94,8 @@ pub struct Config {
     pub portals: PortalsEngine,
     /// Seconds before a silent peer's operations fail.
     pub peer_timeout_secs: u64,
+    /// Seconds a send waits for room before a warning (0: never).
+    pub stall_warning_secs: u64,
     /// Interface name or address to bind, if set.
     pub iface: Option<String>,
     report: Vec<(&'static str, String, Source)>,
@@ -197,6 +204,9 @@ impl Config {
         let peer_timeout_secs = r.get(PEER_TIMEOUT, 30u64, |v| {
             Ok(parse_count(v, 1, 86_400)? as u64)
         })?;
+        let stall_warning_secs = r.get(STALL_WARNING, 10u64, |v| {
+            Ok(parse_count(v, 0, 86_400)? as u64)
+        })?;
         let iface = match r.raw(IFACE).or_else(|| r.raw(PTL_IFACE_NAME)) {
             Some(v) => {
                 let var = if r.raw(IFACE).is_some() {
@@ -224,6 +234,7 @@ impl Config {
             verbose_env,
             portals,
             peer_timeout_secs,
+            stall_warning_secs,
             iface,
             report: r.report,
         })
@@ -345,6 +356,7 @@ mod tests {
         assert!(c.pshm);
         assert_eq!(c.portals, PortalsEngine::Native);
         assert_eq!(c.peer_timeout_secs, 30);
+        assert_eq!(c.stall_warning_secs, 10);
         assert!(c.describe().contains("GASNET_AM_NUM_ENTRIES"));
         assert!(c.describe().contains("(default)"));
     }
@@ -386,6 +398,10 @@ mod tests {
         assert_eq!(e.var, PSHM);
         let e = Config::from_source(&env(&[(AM_EVENT_QUEUE_LENGTH, "-1")])).unwrap_err();
         assert_eq!(e.var, AM_EVENT_QUEUE_LENGTH);
+        let e = Config::from_source(&env(&[(STALL_WARNING, "soon")])).unwrap_err();
+        assert_eq!(e.var, STALL_WARNING);
+        let c = Config::from_source(&env(&[(STALL_WARNING, "0")])).unwrap();
+        assert_eq!(c.stall_warning_secs, 0);
     }
 
     #[test]

@@ -259,6 +259,7 @@ impl Inner {
     ) -> Result<u64, AmError> {
         let att = self.attached(call)?;
         // Bound Long data in flight; wait (polling) for room.
+        let mut watch = StallWatch::new();
         let op = loop {
             {
                 let mut s = lock(&att.send);
@@ -271,6 +272,7 @@ impl Inner {
                     break op;
                 }
             }
+            watch.waited(self, call, dest);
             self.wait_for_send_resources(call)?;
         };
         let region = Region::from_bytes(payload);
@@ -330,6 +332,7 @@ impl Inner {
     ) -> Result<(), AmError> {
         let att = self.attached(call)?;
         let small = body_len <= SMALL_SLOT;
+        let mut watch = StallWatch::new();
         let (md, region, offset, user_ptr, own_md) = loop {
             {
                 let mut s = lock(&att.send);
@@ -374,6 +377,7 @@ impl Inner {
                     break (md, region, 0, user_ptr, Some(md));
                 }
             }
+            watch.waited(self, call, dest);
             self.wait_for_send_resources(call)?;
         };
         // The slot is ours until its ACK. Encoding happens only now, after any polling above,
@@ -538,6 +542,67 @@ impl Inner {
                 .map_err(|source| AmError::Portals { call, source })?;
         }
         Ok(())
+    }
+}
+
+/// Notices an active-message send that waits long for room. It costs nothing until the first
+/// wait (no clock read on the fast path); once a send has waited `RGASNET_STALL_WARNING`
+/// seconds it says so once on standard error, naming the target and what is outstanding, so
+/// that a job whose target never polls does not hang silently. The send keeps waiting.
+pub(crate) struct StallWatch {
+    since: Option<Instant>,
+    warned: bool,
+}
+
+impl StallWatch {
+    pub(crate) fn new() -> StallWatch {
+        StallWatch {
+            since: None,
+            warned: false,
+        }
+    }
+
+    /// Called before each wait for room to send to `dest`.
+    pub(crate) fn waited(&mut self, inner: &Inner, call: &'static str, dest: u32) {
+        let limit = inner.config.stall_warning_secs;
+        if limit == 0 || self.warned {
+            return;
+        }
+        let now = Instant::now();
+        let since = *self.since.get_or_insert(now);
+        let waited = now.duration_since(since);
+        if waited >= Duration::from_secs(limit) {
+            self.warned = true;
+            inner.warn_stall(call, dest, waited);
+        }
+    }
+}
+
+impl Inner {
+    /// The warning of [`StallWatch`], with what this rank has outstanding.
+    #[cold]
+    fn warn_stall(&self, call: &'static str, dest: u32, waited: Duration) {
+        let detail = match self.attached.get() {
+            Some(att) if self.shm_route(att, dest).is_some() => {
+                format!("rank {dest}'s shared-memory queue stays full")
+            }
+            Some(att) => {
+                let s = lock(&att.send);
+                let to_dest = s.inflight.values().filter(|f| f.dest == dest).count();
+                format!(
+                    "{} active messages unacknowledged, {to_dest} of them to rank {dest}; {} refused by flow control and waiting to be resent",
+                    s.inflight.len(),
+                    s.resend.len()
+                )
+            }
+            None => "not attached".to_string(),
+        };
+        eprintln!(
+            "rgasnet: warning: rank {}: {call} to rank {dest} has waited {:.0} s for room to send ({detail}). Rank {dest} must poll (poll() or any blocking rgasnet call) for it to proceed; still waiting. RGASNET_STALL_WARNING={} sets when this is said (0: never).",
+            self.rank,
+            waited.as_secs_f64(),
+            self.config.stall_warning_secs
+        );
     }
 }
 

@@ -62,6 +62,42 @@ fn flood_forces_flow_control_recovery() {
 }
 
 #[test]
+fn a_send_that_waits_long_for_room_says_so_and_completes() {
+    // Rank 1 does not poll for 2.5 s while rank 0 floods it: rank 0's sends run out of room
+    // (network flow control, or a full shared-memory queue) and wait; after 1 s rank 0 says so
+    // on stderr, naming the target; then everything arrives exactly once.
+    for (path, env) in rgasnet_tests::paths(2) {
+        let mut env = env.to_vec();
+        env.extend([
+            ("RGASNET_STALL_WARNING", "1"),
+            ("GASNET_AM_NUM_ENTRIES", "2"),
+            ("GASNET_AM_BUFFER_SIZE", "131072"),
+        ]);
+        let out = job(2, "stall", &env);
+        out.assert_success();
+        assert_eq!(
+            out.stdout.matches("stall ok").count(),
+            2,
+            "{path}: {}\n{}",
+            out.stdout,
+            out.stderr
+        );
+        let warnings: Vec<&str> = out
+            .stderr
+            .lines()
+            .filter(|l| l.contains("rgasnet: warning: rank 0:"))
+            .collect();
+        assert!(!warnings.is_empty(), "{path}: no warning:\n{}", out.stderr);
+        assert!(
+            warnings[0].contains("to rank 1 has waited")
+                && warnings[0].contains("Rank 1 must poll"),
+            "{path}: {}",
+            warnings[0]
+        );
+    }
+}
+
+#[test]
 fn request_reply_flood_two_ranks() {
     every_path(2, "reqrep-flood", "request/reply flood ok");
 }

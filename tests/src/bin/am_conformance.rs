@@ -2,7 +2,8 @@
 //!
 //! `am_conformance MODE`: every mode checks its own results (values, payload bytes, counts,
 //! error variants) and exits non-zero with a message naming the first mismatch.
-//! Modes: `basic`, `flood`, `reqrep-flood`, `threads`, `errors`, `unregistered`, `exit`.
+//! Modes: `basic`, `flood`, `reqrep-flood`, `reply-storm`, `threads`, `stall`, `errors`,
+//! `unregistered`, `exit`, `attach-and-wait`.
 
 // A test program: a poisoned lock means a handler already failed the run.
 #![allow(clippy::unwrap_used)]
@@ -413,6 +414,47 @@ fn flood(c: &Client, st: &State, per_sender: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// Rank 0 sends `count` flood Mediums to rank 1, which does not poll for `quiet` first: rank
+/// 0's sends run out of room and wait (the stall warning is checked by the test, on stderr);
+/// then rank 1 drains and every message must arrive exactly once.
+fn stall(c: &Client, st: &State, count: usize, quiet: Duration) -> Result<(), String> {
+    let me = c.rank();
+    let e = |e: AmError| e.to_string();
+    *st.seen.lock().unwrap() = vec![vec![false; count]; c.size() as usize];
+    c.bootstrap().barrier().map_err(|x| x.to_string())?;
+    match me {
+        0 => {
+            for seq in 0..count {
+                c.am_request_medium(1, FLOOD, &[seq as u32], &pattern(me, 8000))
+                    .map_err(e)?;
+            }
+            let ok = poll_until(c, 60, || c.in_flight() == 0).map_err(e)?;
+            if !ok {
+                return Err(format!("{} sends never acknowledged", c.in_flight()));
+            }
+        }
+        1 => {
+            std::thread::sleep(quiet);
+            let want = count as u64;
+            let ok =
+                poll_until(c, 60, || st.requests.load(Ordering::Relaxed) >= want).map_err(e)?;
+            if !ok {
+                return Err(format!(
+                    "rank 1 received {} of {want} messages",
+                    st.requests.load(Ordering::Relaxed)
+                ));
+            }
+            let seen = st.seen.lock().unwrap();
+            if let Some(seq) = seen[0].iter().position(|s| !s) {
+                return Err(format!("message {seq} from rank 0 never arrived"));
+            }
+        }
+        _ => {}
+    }
+    println!("rank {me}: stall ok");
+    Ok(())
+}
+
 /// Both ranks send `count` Short requests to handler `handler` of the other and poll until
 /// they handled as many requests and received as many replies; `what` names the mode.
 fn request_flood(
@@ -615,6 +657,7 @@ fn main() -> ExitCode {
         // wait for the other there.
         "reply-storm" => request_flood(&c, &st, 300, BIG_REPLY_REQ, "reply storm"),
         "threads" => threads(&c, &st, 500),
+        "stall" => stall(&c, &st, 3000, Duration::from_millis(2500)),
         "errors" => errors(&c, &st),
         "unregistered" => {
             if me == 0 {
