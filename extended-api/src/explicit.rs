@@ -148,18 +148,17 @@ impl Shared {
         let (landing, md, base) = match small {
             Some(s) => (Landing::Small(s), self.small_md, s as usize * SMALL_GET),
             None => {
-                let region = rgasnet::buffer_region(len);
-                let md = self
-                    .ni
-                    .md_bind(rgasnet_portals::engine::MdSpec {
-                        region: region.clone(),
-                        offset: 0,
-                        length: len as u64,
-                        options: rgasnet_portals::MdOptions::EVENT_SEND_DISABLE,
-                        eq: Some(self.xeq),
-                        ct: None,
-                    })
-                    .map_err(ExtError::portals(call))?;
+                // A kept landing of this size's class, or a new one of the class's capacity
+                // (kept after the get: see `landing`).
+                let (region, md) = match self.landings.take(len) {
+                    Some(kept) => kept,
+                    None => {
+                        let region = rgasnet::buffer_region(crate::landing::capacity(len));
+                        let md = crate::ext::bind_eq(&self.ni, &region, self.xeq)
+                            .map_err(ExtError::portals(call))?;
+                        (region, md)
+                    }
+                };
                 (Landing::Dynamic { region, md }, md, 0)
             }
         };

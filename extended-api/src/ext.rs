@@ -12,6 +12,7 @@ use rgasnet_portals::{EventKind, MdOptions, NiFail, Region};
 
 use crate::barrier::Barrier;
 use crate::error::{ExtAttachError, ExtError};
+use crate::landing::LandingPool;
 use crate::ops::{Freed, Landing, Ops};
 
 /// Bytes moved by one network put: larger puts are split. Also the size of a bounce buffer.
@@ -82,6 +83,8 @@ pub(crate) struct Shared {
     pub(crate) small_md: MdHandle,
     /// The own segment as a put source / get destination of explicit operations.
     pub(crate) seg_md: MdHandle,
+    /// Landings of explicit gets larger than a small slot, kept bound for reuse.
+    pub(crate) landings: LandingPool<MdHandle>,
     pub(crate) lanes: Mutex<Vec<Lane>>,
     pub(crate) sets: Mutex<Vec<crate::nbi::CounterSet>>,
 }
@@ -165,6 +168,7 @@ impl Extended {
             small,
             small_md,
             seg_md,
+            landings: LandingPool::new(),
             lanes: Mutex::new(Vec::new()),
             sets: Mutex::new(Vec::new()),
             core,
@@ -212,7 +216,12 @@ impl Extended {
     }
 }
 
-fn bind_eq(ni: &Ni, region: &Region, eq: EqHandle) -> Result<MdHandle, rgasnet_portals::PtlError> {
+/// Binds a descriptor over all of `region` that reports full events (not SENDs) to `eq`.
+pub(crate) fn bind_eq(
+    ni: &Ni,
+    region: &Region,
+    eq: EqHandle,
+) -> Result<MdHandle, rgasnet_portals::PtlError> {
     ni.md_bind(MdSpec {
         region: region.clone(),
         offset: 0,
@@ -431,9 +440,12 @@ impl Shared {
     pub(crate) fn release_landing_in(&self, e: &mut Engine, l: Landing) {
         match l {
             Landing::Small(s) => self.core.ops.give_small(s),
-            // Its only operation completed, so the descriptor cannot be in use.
-            Landing::Dynamic { md, .. } => {
-                let _ = e.md_release(md);
+            // Its only operation completed, so the descriptor cannot be in use: kept for the
+            // next get of its size, or released.
+            Landing::Dynamic { region, md } => {
+                if let Some((_, md)) = self.landings.give(region, md) {
+                    let _ = e.md_release(md);
+                }
             }
             Landing::None => {}
         }
@@ -443,8 +455,10 @@ impl Shared {
     pub(crate) fn release_landing(&self, l: Landing) {
         match l {
             Landing::Small(s) => self.core.ops.give_small(s),
-            Landing::Dynamic { md, .. } => {
-                let _ = self.ni.md_release(md);
+            Landing::Dynamic { region, md } => {
+                if let Some((_, md)) = self.landings.give(region, md) {
+                    let _ = self.ni.md_release(md);
+                }
             }
             Landing::None => {}
         }

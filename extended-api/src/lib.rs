@@ -44,6 +44,7 @@ mod error;
 mod explicit;
 mod ext;
 mod handle;
+mod landing;
 mod memset;
 mod nbi;
 mod ops;

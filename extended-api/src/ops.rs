@@ -19,7 +19,8 @@ pub(crate) enum Landing {
     None,
     /// Slot `n` of the shared small-landing region.
     Small(u32),
-    /// A region and memory descriptor of its own, released once the get completed.
+    /// A landing region and its memory descriptor, kept for reuse (or released) once the get
+    /// completed (see `landing`).
     Dynamic {
         /// The bytes.
         region: Region,
