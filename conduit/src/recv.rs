@@ -342,8 +342,12 @@ impl Inner {
         let region = block.region.clone();
         BODY.with(|buf| {
             let mut buf = buf.borrow_mut();
-            buf.resize(ev.mlength as usize, 0);
-            if region.read(ev.start as usize, &mut buf).is_err() {
+            // Appended, not zeroed and then overwritten: one pass over a large Medium.
+            buf.clear();
+            if region
+                .append_to(ev.start as usize, ev.mlength as usize, &mut buf)
+                .is_err()
+            {
                 self.fatal("an AM event points outside its receive block");
             }
             let body = match payload::decode(&header, &buf) {
@@ -494,8 +498,12 @@ impl Inner {
                 // buffer: a handler cannot poll, so this cannot be re-entered).
                 LONG.with(|buf| {
                     let mut buf = buf.borrow_mut();
-                    buf.resize(len as usize, 0);
-                    if att.segment.read(offset as usize, &mut buf).is_err() {
+                    buf.clear();
+                    if att
+                        .segment
+                        .append_to(offset as usize, len as usize, &mut buf)
+                        .is_err()
+                    {
                         self.fatal(&format!(
                             "rank {source} sent a Long AM of {len} bytes at offset {offset}, outside this rank's segment"
                         ));
