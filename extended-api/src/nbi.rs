@@ -30,6 +30,7 @@ use rgasnet_portals::{AckReq, CtEvent, MdOptions, Region};
 use crate::error::ExtError;
 use crate::explicit::{check_val, remote, NbHandle};
 use crate::ext::{lock, Extended, Shared, GET_CHUNK, PUT_CHUNK};
+use crate::landing::LandingPool;
 
 /// Network operations of one kind in flight per context.
 pub const NBI_WINDOW: u64 = 32;
@@ -50,6 +51,9 @@ pub(crate) struct CounterSet {
     md_get: MdHandle,
     md_seg_get: MdHandle,
     landing: Region,
+    /// Landings of gets larger than `landing`, bound to `ct_get` and kept for reuse (a fresh
+    /// mapping per get faulted its pages in one by one: see `landing`).
+    dynamic: LandingPool<MdHandle>,
 }
 
 impl CounterSet {
@@ -78,7 +82,30 @@ impl CounterSet {
             ct_put,
             ct_get,
             landing,
+            dynamic: LandingPool::new(),
         })
+    }
+
+    /// A landing for a get of `len` bytes beyond `landing`: a kept one, or a new one bound to
+    /// `ct_get`.
+    fn dynamic_landing(
+        &self,
+        ni: &Ni,
+        len: usize,
+    ) -> Result<(Region, MdHandle), rgasnet_portals::PtlError> {
+        if let Some(kept) = self.dynamic.take(len) {
+            return Ok(kept);
+        }
+        let region = rgasnet::buffer_region(crate::landing::capacity(len));
+        let md = ni.md_bind(MdSpec {
+            region: region.clone(),
+            offset: 0,
+            length: region.len() as u64,
+            options: MdOptions::EVENT_SEND_DISABLE | MdOptions::EVENT_CT_REPLY,
+            eq: None,
+            ct: Some(self.ct_get),
+        })?;
+        Ok((region, md))
     }
 }
 
@@ -351,19 +378,10 @@ impl<'a> Group<'a> {
             if self.dynamic_bytes > 0 && self.dynamic_bytes + len > NBI_DYNAMIC_MAX {
                 self.sync_gets(call)?;
             }
-            let ct = self.set(call)?.ct_get;
-            let region = rgasnet::buffer_region(len);
-            let md = self
-                .sh
-                .ni
-                .md_bind(MdSpec {
-                    region: region.clone(),
-                    offset: 0,
-                    length: len as u64,
-                    options: MdOptions::EVENT_SEND_DISABLE | MdOptions::EVENT_CT_REPLY,
-                    eq: None,
-                    ct: Some(ct),
-                })
+            let ni = &self.sh.ni;
+            let (region, md) = self
+                .set(call)?
+                .dynamic_landing(ni, len)
                 .map_err(ExtError::portals(call))?;
             self.dynamic_bytes += len;
             let r = self.issue_gets(call, |_| md, 0, len as u64, rank, offset);
@@ -491,8 +509,15 @@ impl<'a> Group<'a> {
                 }
                 GetSrc::Dynamic { region, md } => {
                     let _ = region.read(0, p.dest);
-                    // Its operations completed, so the descriptor is not in use.
-                    let _ = self.sh.ni.md_release(md);
+                    // Its operations completed, so the descriptor is not in use: kept for
+                    // the next large get, or released.
+                    let back = match &self.set {
+                        Some(s) => s.dynamic.give(region, md),
+                        None => Some((region, md)),
+                    };
+                    if let Some((_, md)) = back {
+                        let _ = self.sh.ni.md_release(md);
+                    }
                 }
             }
         }
