@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use rgasnet_portals::engine::{EqGet, MdHandle, MdSpec, PutArgs, RemoteAddr};
 use rgasnet_portals::memory::BULK_COPY_MIN;
+use rgasnet_portals::pool::{capacity, RegionPool};
 use rgasnet_portals::{AckReq, EventKind, MdOptions, NiFail, ProcessId, Region};
 
 use crate::client::{Inner, AM_PT, LONG_DATA_PT, MAX_BODY, MAX_LONG, MAX_MEDIUM};
@@ -50,11 +51,21 @@ const MAX_BACKOFF: Duration = Duration::from_millis(5);
 struct InFlight {
     args: PutArgs,
     attempts: u32,
-    /// A memory descriptor to release when the put completes (Long data, one-off reply).
-    own_md: Option<MdHandle>,
+    /// What the put uses besides a send slot, given back when it completes.
+    own: Own,
     dest: u32,
     /// A Long-data put (counts against [`MAX_LONG_DATA`]).
     long_data: bool,
+}
+
+/// Registered memory of a put's own, besides the send slots.
+enum Own {
+    /// None (the put's bytes are in a send slot).
+    Nothing,
+    /// A descriptor to release (a one-off reply buffer).
+    Md(MdHandle),
+    /// A Long payload's staging region and its descriptor, kept for reuse.
+    Staging(Region, MdHandle),
 }
 
 /// The send side's bookkeeping.
@@ -68,6 +79,10 @@ pub(crate) struct SendState {
     next_one_off: u64,
     long_data_inflight: usize,
     next_long_op: u64,
+    /// Staging regions of Long payloads (bound to the send event queue), kept for the next
+    /// Long of their size: a fresh region per Long faulted its pages in (or, on the heap, was
+    /// copied word by word) and bound a descriptor every time.
+    staging: RegionPool<MdHandle>,
 }
 
 thread_local! {
@@ -86,6 +101,7 @@ impl SendState {
             next_one_off: 0,
             long_data_inflight: 0,
             next_long_op: 1,
+            staging: RegionPool::new(),
         }
     }
 
@@ -275,18 +291,30 @@ impl Inner {
             watch.waited(self, call, dest);
             self.wait_for_send_resources(call)?;
         };
-        let region = Region::from_bytes(payload);
-        let md = self
-            .am_ni
-            .md_bind(MdSpec {
-                region,
-                offset: 0,
-                length: payload.len() as u64,
-                options: MdOptions::EVENT_SEND_DISABLE,
-                eq: Some(att.send_eq),
-                ct: None,
-            })
-            .map_err(|source| AmError::Portals { call, source })?;
+        // The payload is copied once, into a staging region that stays until the target took
+        // it: a refused put is sent again from there.
+        let kept = lock(&att.send).staging.take(payload.len());
+        let (region, md) = match kept {
+            Some(kept) => kept,
+            None => {
+                let region = crate::client::buffer_region(capacity(payload.len()));
+                let md = self
+                    .am_ni
+                    .md_bind(MdSpec {
+                        region: region.clone(),
+                        offset: 0,
+                        length: region.len() as u64,
+                        options: MdOptions::EVENT_SEND_DISABLE,
+                        eq: Some(att.send_eq),
+                        ct: None,
+                    })
+                    .map_err(|source| AmError::Portals { call, source })?;
+                (region, md)
+            }
+        };
+        if region.write(0, payload).is_err() {
+            self.fatal("a Long payload outgrew its staging region");
+        }
         let bits =
             MatchBits::long_data(payload.len() as u64).map_err(|_| AmError::PayloadTooLarge {
                 call,
@@ -312,7 +340,15 @@ impl Inner {
             user_ptr,
             hdr_data: op,
         };
-        self.issue(call, att, user_ptr, args, Some(md), dest, true)?;
+        self.issue(
+            call,
+            att,
+            user_ptr,
+            args,
+            Own::Staging(region, md),
+            dest,
+            true,
+        )?;
         Ok(op)
     }
 
@@ -333,7 +369,7 @@ impl Inner {
         let att = self.attached(call)?;
         let small = body_len <= SMALL_SLOT;
         let mut watch = StallWatch::new();
-        let (md, region, offset, user_ptr, own_md) = loop {
+        let (md, region, offset, user_ptr, own) = loop {
             {
                 let mut s = lock(&att.send);
                 let slot = if small {
@@ -353,7 +389,7 @@ impl Inner {
                         region,
                         i as u64 * size as u64,
                         tag(kind, u64::from(i)),
-                        None,
+                        Own::Nothing,
                     );
                 }
                 if in_handler() {
@@ -374,7 +410,7 @@ impl Inner {
                             ct: None,
                         })
                         .map_err(|source| AmError::Portals { call, source })?;
-                    break (md, region, 0, user_ptr, Some(md));
+                    break (md, region, 0, user_ptr, Own::Md(md));
                 }
             }
             watch.waited(self, call, dest);
@@ -406,7 +442,7 @@ impl Inner {
             user_ptr,
             hdr_data,
         };
-        self.issue(call, att, user_ptr, args, own_md, dest, false)
+        self.issue(call, att, user_ptr, args, own, dest, false)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -416,7 +452,7 @@ impl Inner {
         att: &crate::client::Attached,
         user_ptr: u64,
         args: PutArgs,
-        own_md: Option<MdHandle>,
+        own: Own,
         dest: u32,
         long_data: bool,
     ) -> Result<(), AmError> {
@@ -425,22 +461,41 @@ impl Inner {
             InFlight {
                 args,
                 attempts: 0,
-                own_md,
+                own,
                 dest,
                 long_data,
             },
         );
         if let Err(source) = self.am_ni.put(&args) {
             let mut s = lock(&att.send);
-            s.inflight.remove(&user_ptr);
+            let fl = s.inflight.remove(&user_ptr);
             release_slot(&mut s, user_ptr);
             if long_data {
                 s.long_data_inflight = s.long_data_inflight.saturating_sub(1);
+            }
+            drop(s);
+            if let Some(fl) = fl {
+                // The put was refused before it started: nothing uses its memory.
+                self.give_back(att, fl.own);
             }
             return Err(AmError::Portals { call, source });
         }
         Counters::bump(&self.stats.sent);
         Ok(())
+    }
+
+    /// Gives back what a completed (or never started) put used besides its send slot: a
+    /// staging region goes back to the pool, a descriptor the pool does not keep is released.
+    fn give_back(&self, att: &crate::client::Attached, own: Own) {
+        let md = match own {
+            Own::Nothing => return,
+            Own::Md(md) => md,
+            Own::Staging(region, md) => match lock(&att.send).staging.give(region, md) {
+                None => return,
+                Some((_, md)) => md,
+            },
+        };
+        let _ = self.am_ni.md_release(md);
     }
 
     /// Waits for a send slot to free up: processes acknowledgements and resends, and polls
@@ -482,10 +537,10 @@ impl Inner {
                     if fl.as_ref().is_some_and(|f| f.long_data) {
                         s.long_data_inflight = s.long_data_inflight.saturating_sub(1);
                     }
-                    if let Some(md) = fl.and_then(|f| f.own_md) {
-                        drop(s);
-                        // Released after its only operation completed: cannot be in use.
-                        let _ = self.am_ni.md_release(md);
+                    drop(s);
+                    if let Some(fl) = fl {
+                        // Its only operation completed: its memory is not in use.
+                        self.give_back(att, fl.own);
                     }
                 }
                 NiFail::PtDisabled => {

@@ -149,11 +149,11 @@ impl Shared {
             Some(s) => (Landing::Small(s), self.small_md, s as usize * SMALL_GET),
             None => {
                 // A kept landing of this size's class, or a new one of the class's capacity
-                // (kept after the get: see `landing`).
+                // (kept after the get: see `rgasnet_portals::pool`).
                 let (region, md) = match self.landings.take(len) {
                     Some(kept) => kept,
                     None => {
-                        let region = rgasnet::buffer_region(crate::landing::capacity(len));
+                        let region = rgasnet::buffer_region(rgasnet_portals::pool::capacity(len));
                         let md = crate::ext::bind_eq(&self.ni, &region, self.xeq)
                             .map_err(ExtError::portals(call))?;
                         (region, md)

@@ -12,8 +12,8 @@ use rgasnet_portals::{EventKind, MdOptions, NiFail, Region};
 
 use crate::barrier::Barrier;
 use crate::error::{ExtAttachError, ExtError};
-use crate::landing::LandingPool;
 use crate::ops::{Freed, Landing, Ops};
+use rgasnet_portals::pool::RegionPool;
 
 /// Bytes moved by one network put: larger puts are split. Also the size of a bounce buffer.
 pub(crate) const PUT_CHUNK: usize = 1 << 20;
@@ -84,7 +84,7 @@ pub(crate) struct Shared {
     /// The own segment as a put source / get destination of explicit operations.
     pub(crate) seg_md: MdHandle,
     /// Landings of explicit gets larger than a small slot, kept bound for reuse.
-    pub(crate) landings: LandingPool<MdHandle>,
+    pub(crate) landings: RegionPool<MdHandle>,
     pub(crate) lanes: Mutex<Vec<Lane>>,
     pub(crate) sets: Mutex<Vec<crate::nbi::CounterSet>>,
 }
@@ -168,7 +168,7 @@ impl Extended {
             small,
             small_md,
             seg_md,
-            landings: LandingPool::new(),
+            landings: RegionPool::new(),
             lanes: Mutex::new(Vec::new()),
             sets: Mutex::new(Vec::new()),
             core,

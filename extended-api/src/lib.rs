@@ -44,7 +44,6 @@ mod error;
 mod explicit;
 mod ext;
 mod handle;
-mod landing;
 mod memset;
 mod nbi;
 mod ops;

@@ -30,7 +30,7 @@ use rgasnet_portals::{AckReq, CtEvent, MdOptions, Region};
 use crate::error::ExtError;
 use crate::explicit::{check_val, remote, NbHandle};
 use crate::ext::{lock, Extended, Shared, GET_CHUNK, PUT_CHUNK};
-use crate::landing::LandingPool;
+use rgasnet_portals::pool::RegionPool;
 
 /// Network operations of one kind in flight per context.
 pub const NBI_WINDOW: u64 = 32;
@@ -52,8 +52,8 @@ pub(crate) struct CounterSet {
     md_seg_get: MdHandle,
     landing: Region,
     /// Landings of gets larger than `landing`, bound to `ct_get` and kept for reuse (a fresh
-    /// mapping per get faulted its pages in one by one: see `landing`).
-    dynamic: LandingPool<MdHandle>,
+    /// mapping per get faulted its pages in one by one: see `rgasnet_portals::pool`).
+    dynamic: RegionPool<MdHandle>,
 }
 
 impl CounterSet {
@@ -82,7 +82,7 @@ impl CounterSet {
             ct_put,
             ct_get,
             landing,
-            dynamic: LandingPool::new(),
+            dynamic: RegionPool::new(),
         })
     }
 
@@ -96,7 +96,7 @@ impl CounterSet {
         if let Some(kept) = self.dynamic.take(len) {
             return Ok(kept);
         }
-        let region = rgasnet::buffer_region(crate::landing::capacity(len));
+        let region = rgasnet::buffer_region(rgasnet_portals::pool::capacity(len));
         let md = ni.md_bind(MdSpec {
             region: region.clone(),
             offset: 0,

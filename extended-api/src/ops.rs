@@ -20,7 +20,7 @@ pub(crate) enum Landing {
     /// Slot `n` of the shared small-landing region.
     Small(u32),
     /// A landing region and its memory descriptor, kept for reuse (or released) once the get
-    /// completed (see `landing`).
+    /// completed (see `rgasnet_portals::pool`).
     Dynamic {
         /// The bytes.
         region: Region,

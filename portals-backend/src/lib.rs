@@ -26,6 +26,7 @@ pub mod error;
 pub mod handle;
 pub mod interface;
 pub mod memory;
+pub mod pool;
 pub mod proto;
 pub mod sim;
 pub mod stack;
