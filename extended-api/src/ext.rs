@@ -14,9 +14,15 @@ use crate::barrier::Barrier;
 use crate::error::{ExtAttachError, ExtError};
 use crate::ops::{Freed, Landing, Ops};
 use rgasnet_portals::pool::RegionPool;
+use rgasnet_portals::proto::REQUEST_HEADER_LEN;
+use rgasnet_portals::transport::DEFAULT_FRAGMENT_SIZE;
 
-/// Bytes moved by one network put: larger puts are split. Also the size of a bounce buffer.
-pub(crate) const PUT_CHUNK: usize = 1 << 20;
+/// Bytes moved by one network put: larger puts are split, so that copying one chunk into
+/// its message (and, at the target, out of it) overlaps the transfer of the others. Four
+/// datagrams' worth with the header: a blocking 1 MiB put went from about 2.8 to 4.5 GB/s
+/// against one 1 MiB message (which was copied whole before its first datagram left). Also
+/// the size of a bounce buffer.
+pub(crate) const PUT_CHUNK: usize = 4 * DEFAULT_FRAGMENT_SIZE - REQUEST_HEADER_LEN;
 /// Bytes of explicit-handle puts in flight per rank; more would only queue in the transport
 /// while the issuing call, which transmits but does not receive, keeps copying (see
 /// [`crate::nbi::NBI_WINDOW_BYTES`]).

@@ -99,6 +99,12 @@ pub const MIN_DATAGRAM: usize =
 /// The largest UDP payload over IPv4.
 pub const MAX_UDP_PAYLOAD: usize = 65_507;
 
+/// Payload bytes per fragment with the default `max_datagram` ([`TransportConfig::fragment_size`]
+/// of the default configuration). Layers above size their large messages in multiples of it so
+/// that no datagram goes out nearly empty.
+pub const DEFAULT_FRAGMENT_SIZE: usize =
+    MAX_UDP_PAYLOAD - (wire::HEADER_LEN + wire::ACK_FRAME_MAX + wire::DATA_FRAME_OVERHEAD);
+
 impl TransportConfig {
     /// Checks the values for consistency.
     pub fn validate(&self) -> Result<(), TransportError> {

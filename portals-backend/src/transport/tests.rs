@@ -178,6 +178,14 @@ fn mixed_sizes(frag: usize) -> Vec<usize> {
 }
 
 #[test]
+fn default_fragment_size_is_the_default_configurations() {
+    assert_eq!(
+        TransportConfig::default().fragment_size(),
+        DEFAULT_FRAGMENT_SIZE
+    );
+}
+
+#[test]
 fn perfect_network_pair_delivers_everything_in_order() {
     let c = cfg();
     let nodes = all_to_all(
