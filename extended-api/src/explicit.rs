@@ -188,21 +188,27 @@ impl Shared {
         let mut done = 0usize;
         for i in 0..n {
             let chunk = (len - done).min(GET_CHUNK);
-            let r = self.acquire_credit(call).and_then(|()| {
-                self.ni
-                    .get(&get_args(
-                        md,
-                        base + done,
-                        chunk,
-                        rank,
-                        offset + done as u64,
-                        cell,
-                    ))
-                    .map_err(|source| {
-                        self.credits
-                            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                        ExtError::Portals { call, source }
-                    })
+            let r = self.acquire_get_bytes(call, chunk as u64).and_then(|()| {
+                let r = self.acquire_credit(call).and_then(|()| {
+                    self.ni
+                        .get(&get_args(
+                            md,
+                            base + done,
+                            chunk,
+                            rank,
+                            offset + done as u64,
+                            cell,
+                        ))
+                        .map_err(|source| {
+                            self.credits
+                                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                            ExtError::Portals { call, source }
+                        })
+                });
+                if r.is_err() {
+                    self.release_get_bytes(chunk as u64);
+                }
+                r
             });
             if let Err(e) = r {
                 self.core

@@ -84,6 +84,11 @@ pub(crate) struct Shared {
     /// Bytes of explicit-handle puts in flight (issued, not yet acknowledged), bounded by
     /// [`NB_WINDOW_BYTES`].
     pub(crate) put_bytes: AtomicU64,
+    /// Bytes of explicit-handle gets in flight (issued, reply not yet in), bounded by
+    /// [`NB_WINDOW_BYTES`] as puts are: without it, 32 MiB of gets made the target build 32
+    /// MiB of replies at once (fresh memory, faulted in) and ran at a third of the speed of
+    /// implicit-handle gets, which had a window.
+    pub(crate) get_bytes: AtomicU64,
     /// The small-landing region and its descriptor (reporting to `xeq`).
     pub(crate) small: Region,
     pub(crate) small_md: MdHandle,
@@ -171,6 +176,7 @@ impl Extended {
             credits: AtomicUsize::new(0),
             credit_cap: cap,
             put_bytes: AtomicU64::new(0),
+            get_bytes: AtomicU64::new(0),
             small,
             small_md,
             seg_md,
@@ -376,13 +382,39 @@ impl Shared {
     /// Reserves `len` bytes of the explicit-put window, waiting (and making progress) while
     /// [`NB_WINDOW_BYTES`] are in flight; a single larger chunk goes alone.
     pub(crate) fn acquire_put_bytes(&self, call: &'static str, len: u64) -> Result<(), ExtError> {
+        self.acquire_window(call, |sh| &sh.put_bytes, len)
+    }
+
+    /// Returns `len` bytes to the explicit-put window.
+    pub(crate) fn release_put_bytes(&self, len: u64) {
+        release_window(&self.put_bytes, len)
+    }
+
+    /// Reserves `len` bytes of the explicit-get window (as [`Shared::acquire_put_bytes`]).
+    pub(crate) fn acquire_get_bytes(&self, call: &'static str, len: u64) -> Result<(), ExtError> {
+        self.acquire_window(call, |sh| &sh.get_bytes, len)
+    }
+
+    /// Returns `len` bytes to the explicit-get window.
+    pub(crate) fn release_get_bytes(&self, len: u64) {
+        release_window(&self.get_bytes, len)
+    }
+
+    /// Reserves `len` bytes of the window `window` picks, waiting (and making progress) while
+    /// [`NB_WINDOW_BYTES`] are in flight; a single larger chunk goes alone.
+    fn acquire_window(
+        &self,
+        call: &'static str,
+        window: impl Fn(&Shared) -> &AtomicU64,
+        len: u64,
+    ) -> Result<(), ExtError> {
+        let fits = |b: u64| b == 0 || b + len <= NB_WINDOW_BYTES;
         loop {
             // Relaxed: a count of bytes, synchronised by nothing but itself.
-            let b = self.put_bytes.load(Ordering::Relaxed);
-            if b == 0 || b + len <= NB_WINDOW_BYTES {
-                if self
-                    .put_bytes
-                    .compare_exchange_weak(b, b + len, Ordering::Relaxed, Ordering::Relaxed)
+            let w = window(self);
+            let b = w.load(Ordering::Relaxed);
+            if fits(b) {
+                if w.compare_exchange_weak(b, b + len, Ordering::Relaxed, Ordering::Relaxed)
                     .is_ok()
                 {
                     return Ok(());
@@ -390,21 +422,9 @@ impl Shared {
                 continue;
             }
             self.wait_until(call, None, |_, sh| {
-                let b = sh.put_bytes.load(Ordering::Relaxed);
-                Ok(b == 0 || b + len <= NB_WINDOW_BYTES)
+                Ok(fits(window(sh).load(Ordering::Relaxed)))
             })?;
         }
-    }
-
-    /// Returns `len` bytes to the explicit-put window.
-    pub(crate) fn release_put_bytes(&self, len: u64) {
-        // Relaxed: as in `acquire_put_bytes`. Never below zero: every release matches an
-        // acquire of the same chunk.
-        let _ = self
-            .put_bytes
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
-                Some(b.saturating_sub(len))
-            });
     }
 
     /// Takes every event waiting on `xeq` and records it in its cell (under the engine lock,
@@ -425,9 +445,12 @@ impl Shared {
                 }
             };
             self.credits.fetch_sub(1, Ordering::Relaxed);
-            if ev.kind == EventKind::Ack {
-                // Every acknowledged operation on this queue is an explicit put chunk.
-                self.release_put_bytes(ev.rlength);
+            match ev.kind {
+                // Every acknowledged operation on this queue is an explicit put chunk, every
+                // replied one an explicit get chunk.
+                EventKind::Ack => self.release_put_bytes(ev.rlength),
+                EventKind::Reply => self.release_get_bytes(ev.rlength),
+                _ => {}
             }
             // A range straddling the end of the target's entry is truncated by Portals (the
             // part inside is moved): report it as the access outside the entry it is.
@@ -558,4 +581,13 @@ impl Shared {
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Pools of interchangeable resources: a panic elsewhere cannot leave them inconsistent.
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Returns `len` bytes to a window of [`Shared::acquire_window`].
+fn release_window(window: &AtomicU64, len: u64) {
+    // Relaxed: a count of bytes, synchronised by nothing but itself. Never below zero: every
+    // release matches an acquire of the same chunk.
+    let _ = window.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+        Some(b.saturating_sub(len))
+    });
 }
