@@ -188,27 +188,15 @@ impl Shared {
         let mut done = 0usize;
         for i in 0..n {
             let chunk = (len - done).min(GET_CHUNK);
-            let r = self.acquire_get_bytes(call, chunk as u64).and_then(|()| {
-                let r = self.acquire_credit(call).and_then(|()| {
-                    self.ni
-                        .get(&get_args(
-                            md,
-                            base + done,
-                            chunk,
-                            rank,
-                            offset + done as u64,
-                            cell,
-                        ))
-                        .map_err(|source| {
-                            self.credits
-                                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                            ExtError::Portals { call, source }
-                        })
-                });
-                if r.is_err() {
-                    self.release_get_bytes(chunk as u64);
-                }
-                r
+            let r = self.issue_chunk(call, true, chunk as u64, || {
+                self.ni.get(&get_args(
+                    md,
+                    base + done,
+                    chunk,
+                    rank,
+                    offset + done as u64,
+                    cell,
+                ))
             });
             if let Err(e) = r {
                 self.core
@@ -257,27 +245,15 @@ impl Shared {
         for i in 0..n {
             let at = i as usize * chunk;
             let this = (l - at).min(chunk);
-            let r = self.acquire_put_bytes(call, this as u64).and_then(|()| {
-                let r = self.acquire_credit(call).and_then(|()| {
-                    self.ni
-                        .put(&put_args(
-                            self.seg_md,
-                            lo + at,
-                            this,
-                            rank,
-                            offset + at as u64,
-                            cell,
-                        ))
-                        .map_err(|source| {
-                            self.credits
-                                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                            ExtError::Portals { call, source }
-                        })
-                });
-                if r.is_err() {
-                    self.release_put_bytes(this as u64);
-                }
-                r
+            let r = self.issue_chunk(call, false, this as u64, || {
+                self.ni.put(&put_args(
+                    self.seg_md,
+                    lo + at,
+                    this,
+                    rank,
+                    offset + at as u64,
+                    cell,
+                ))
             });
             if let Err(e) = r {
                 self.core

@@ -390,14 +390,38 @@ impl Shared {
         release_window(&self.put_bytes, len)
     }
 
-    /// Reserves `len` bytes of the explicit-get window (as [`Shared::acquire_put_bytes`]).
-    pub(crate) fn acquire_get_bytes(&self, call: &'static str, len: u64) -> Result<(), ExtError> {
-        self.acquire_window(call, |sh| &sh.get_bytes, len)
-    }
-
     /// Returns `len` bytes to the explicit-get window.
     pub(crate) fn release_get_bytes(&self, len: u64) {
         release_window(&self.get_bytes, len)
+    }
+
+    /// Issues one chunk of `len` bytes of an explicit put (`get` false) or get: reserves its
+    /// bytes of that window and an event-queue credit, then runs `issue`; gives both back if
+    /// it fails.
+    pub(crate) fn issue_chunk(
+        &self,
+        call: &'static str,
+        get: bool,
+        len: u64,
+        issue: impl FnOnce() -> Result<(), rgasnet_portals::PtlError>,
+    ) -> Result<(), ExtError> {
+        let window: fn(&Shared) -> &AtomicU64 = if get {
+            |sh| &sh.get_bytes
+        } else {
+            |sh| &sh.put_bytes
+        };
+        self.acquire_window(call, window, len)?;
+        let r = self.acquire_credit(call).and_then(|()| {
+            issue().map_err(|source| {
+                // Relaxed: as in `acquire_credit`.
+                self.credits.fetch_sub(1, Ordering::Relaxed);
+                ExtError::Portals { call, source }
+            })
+        });
+        if r.is_err() {
+            release_window(window(self), len);
+        }
+        r
     }
 
     /// Reserves `len` bytes of the window `window` picks, waiting (and making progress) while

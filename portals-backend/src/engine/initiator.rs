@@ -55,20 +55,7 @@ impl Engine {
     /// `PtlPut`: copies `length` bytes out of the MD now (the SEND event means the MD may be
     /// reused) and sends them to the target.
     pub fn put(&mut self, a: &PutArgs) -> PtlResult<()> {
-        self.start(Issue {
-            call: "put",
-            kind: OpKind::Put,
-            remote: a.remote,
-            ack_req: a.ack_req,
-            atomic: None,
-            length: a.length,
-            user_ptr: a.user_ptr,
-            hdr_data: a.hdr_data,
-            operand: &[],
-            source: Some((a.md, a.local_offset)),
-            data: None,
-            completion: (a.ack_req != AckReq::None).then_some((a.md, a.local_offset)),
-        })
+        self.start_put("put", a, None)
     }
 
     /// [`Engine::put`] of `data` instead of the MD's bytes (`a.length` must equal its
@@ -82,8 +69,12 @@ impl Engine {
                 format!("{} bytes given for a put of {}", data.len(), a.length),
             ));
         }
+        self.start_put("put_from", a, Some(data))
+    }
+
+    fn start_put(&mut self, call: &'static str, a: &PutArgs, data: Option<&[u8]>) -> PtlResult<()> {
         self.start(Issue {
-            call: "put_from",
+            call,
             kind: OpKind::Put,
             remote: a.remote,
             ack_req: a.ack_req,
@@ -93,7 +84,7 @@ impl Engine {
             hdr_data: a.hdr_data,
             operand: &[],
             source: Some((a.md, a.local_offset)),
-            data: Some(data),
+            data,
             completion: (a.ack_req != AckReq::None).then_some((a.md, a.local_offset)),
         })
     }
