@@ -31,9 +31,10 @@ pub const PORTALS: &str = "RGASNET_PORTALS";
 /// (default 30).
 pub const PEER_TIMEOUT: &str = "RGASNET_PEER_TIMEOUT";
 /// `RGASNET_STALL_WARNING`: seconds an active-message send may wait for room (the target's
-/// flow control, or a full shared-memory queue) before rgasnet says so once on standard error,
-/// naming the target; 0 never warns (default 10). The send keeps waiting: a target that is
-/// alive but does not poll holds its senders, as in GASNet.
+/// flow control, or a full shared-memory queue), or a barrier for a late rank, before rgasnet
+/// says so once on standard error, naming the rank waited for; 0 never warns (default 10). The
+/// wait goes on: a target that is alive but does not poll holds its senders, and a rank that
+/// has not reached a barrier every other, as in GASNet.
 pub const STALL_WARNING: &str = "RGASNET_STALL_WARNING";
 /// `RGASNET_IFACE`: interface name or IPv4 address the network engine binds (default loopback
 /// for single-host jobs). `PTL_IFACE_NAME` is honoured when this is unset.

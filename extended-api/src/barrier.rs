@@ -10,6 +10,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use crate::error::ExtError;
 use crate::ext::{Core, Extended, H_BARRIER};
@@ -268,6 +269,31 @@ impl Barrier {
         self.complete.load(Ordering::Acquire) == epoch
     }
 
+    /// Says on stderr that this rank has waited `waited` in the barrier, and for whom: a rank
+    /// that never reaches the barrier holds every other, and without a word the job would
+    /// just hang.
+    #[cold]
+    fn warn_stall(&self, call: &'static str, waited: Duration, limit: u64) {
+        let (epoch, round) = match self.phase.try_lock() {
+            Ok(ph) => (ph.epoch, ph.active.as_ref().map(|a| a.round)),
+            Err(_) => return,
+        };
+        let waiting_for = match round {
+            Some(k) if k < self.rounds => format!(
+                "round {} of {}: no word yet from rank {}",
+                k + 1,
+                self.rounds,
+                self.partner_from(k)
+            ),
+            _ => "its last round".to_string(),
+        };
+        eprintln!(
+            "rgasnet: warning: rank {}: {call} has waited {:.0} s in barrier {epoch} ({waiting_for}). Every rank must call the barrier (and the same number of barriers) for it to complete; still waiting. RGASNET_STALL_WARNING={limit} sets when this is said (0: never).",
+            self.rank,
+            waited.as_secs_f64()
+        );
+    }
+
     /// Ends the completed barrier and reports its outcome.
     fn finish(&self, call: &'static str) -> Result<(), ExtError> {
         let mut ph = lock(&self.phase);
@@ -293,8 +319,29 @@ impl Extended {
         let call = "barrier_wait";
         let b = &self.sh.core.barrier;
         let epoch = b.check(call, id, flags)?;
-        self.sh
-            .wait_until(call, None, |_, _| Ok(b.is_complete(epoch)))?;
+        // A barrier that takes long says so once (RGASNET_STALL_WARNING). The clock is read
+        // only every few hundred checks, starting with the first such batch, so a fast barrier
+        // never reads it (a clock read here cost the 2-rank barrier 3 %).
+        let limit = self.sh.core.client.config().stall_warning_secs;
+        let mut warned = limit == 0;
+        let mut checks = 0u32;
+        let mut since: Option<Instant> = None;
+        self.sh.wait_until(call, None, |_, _| {
+            if b.is_complete(epoch) {
+                return Ok(true);
+            }
+            if !warned {
+                checks = checks.wrapping_add(1);
+                if checks % 256 == 0 {
+                    let waited = since.get_or_insert_with(Instant::now).elapsed();
+                    if waited >= Duration::from_secs(limit) {
+                        b.warn_stall(call, waited, limit);
+                        warned = true;
+                    }
+                }
+            }
+            Ok(false)
+        })?;
         b.finish(call)
     }
 

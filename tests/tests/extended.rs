@@ -67,6 +67,44 @@ fn barriers_two_ranks() {
 }
 
 #[test]
+fn a_barrier_that_waits_long_says_for_whom() {
+    // The last rank arrives 2.5 s late; with RGASNET_STALL_WARNING=1 the others say after 1 s
+    // that they wait, naming the barrier round and the rank they wait for; then all complete.
+    for (path, env) in rgasnet_tests::paths(2) {
+        let mut env = env.to_vec();
+        env.push(("RGASNET_STALL_WARNING", "1"));
+        let out = run_job(
+            2,
+            Path::new(PROG),
+            &["barrier-stall"],
+            &env,
+            Duration::from_secs(120),
+        );
+        out.assert_success();
+        assert_eq!(
+            out.stdout.matches("barrier-stall ok").count(),
+            2,
+            "{path}: {}",
+            out.stdout
+        );
+        let warning = out
+            .stderr
+            .lines()
+            .find(|l| l.contains("rgasnet: warning: rank 0: barrier_wait has waited"))
+            .unwrap_or_else(|| panic!("{path}: no warning from rank 0:\n{}", out.stderr));
+        assert!(
+            warning.contains("round 1 of 1: no word yet from rank 1"),
+            "{path}: {warning}"
+        );
+        assert!(
+            !out.stderr.contains("rgasnet: warning: rank 1:"),
+            "{path}: rank 1 did not wait:\n{}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
 fn barriers_three_ranks() {
     check(3, "barrier", ": barrier ok");
 }

@@ -449,6 +449,17 @@ fn expect_mismatch(r: Result<(), ExtError>, what: &str) -> Res {
     }
 }
 
+/// The last rank reaches the barrier 2.5 s after the others, which wait (and, with
+/// `RGASNET_STALL_WARNING=1`, say so once on stderr; the test checks that).
+fn barrier_stall(ext: &Extended) -> Result<(), String> {
+    if ext.rank() + 1 == ext.size() {
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+    }
+    ext.barrier().map_err(|e| format!("barrier: {e}"))?;
+    println!("rank {}: barrier-stall ok", ext.rank());
+    Ok(())
+}
+
 fn barrier(ext: &Extended) -> Res {
     let me = ext.rank();
     let n = ext.size();
@@ -800,6 +811,7 @@ fn main() -> ExitCode {
         "regions" => regions(&ext, &mut rng, &mut sh),
         "memset" => memset(&ext, &mut rng, &mut sh),
         "barrier" => barrier(&ext),
+        "barrier-stall" => barrier_stall(&ext),
         "errors" => errors(&ext, &probe),
         "threads" => threads(&ext, seed),
         "self" => self_ops(&ext, &mut rng),
