@@ -606,6 +606,7 @@ impl Inner {
 /// that a job whose target never polls does not hang silently. The send keeps waiting.
 pub(crate) struct StallWatch {
     since: Option<Instant>,
+    waits: u32,
     warned: bool,
 }
 
@@ -613,19 +614,23 @@ impl StallWatch {
     pub(crate) fn new() -> StallWatch {
         StallWatch {
             since: None,
+            waits: 0,
             warned: false,
         }
     }
 
-    /// Called before each wait for room to send to `dest`.
+    /// Called before each wait for room to send to `dest`. Reads the clock only every 256
+    /// waits (a flood waits for room all the time, briefly), from the 256th on.
     pub(crate) fn waited(&mut self, inner: &Inner, call: &'static str, dest: u32) {
         let limit = inner.config.stall_warning_secs;
         if limit == 0 || self.warned {
             return;
         }
-        let now = Instant::now();
-        let since = *self.since.get_or_insert(now);
-        let waited = now.duration_since(since);
+        self.waits = self.waits.wrapping_add(1);
+        if self.waits % 256 != 0 {
+            return;
+        }
+        let waited = self.since.get_or_insert_with(Instant::now).elapsed();
         if waited >= Duration::from_secs(limit) {
             self.warned = true;
             inner.warn_stall(call, dest, waited);
