@@ -274,6 +274,13 @@ impl Inner {
         offset: u64,
     ) -> Result<u64, AmError> {
         let att = self.attached(call)?;
+        // Checked before anything is reserved, so that an error leaves nothing behind.
+        let bits =
+            MatchBits::long_data(payload.len() as u64).map_err(|_| AmError::PayloadTooLarge {
+                call,
+                len: payload.len(),
+                max: MAX_LONG,
+            })?;
         // Bound Long data in flight; wait (polling) for room.
         let mut watch = StallWatch::new();
         let op = loop {
@@ -298,29 +305,28 @@ impl Inner {
             Some(kept) => kept,
             None => {
                 let region = crate::client::buffer_region(capacity(payload.len()));
-                let md = self
-                    .am_ni
-                    .md_bind(MdSpec {
-                        region: region.clone(),
-                        offset: 0,
-                        length: region.len() as u64,
-                        options: MdOptions::EVENT_SEND_DISABLE,
-                        eq: Some(att.send_eq),
-                        ct: None,
-                    })
-                    .map_err(|source| AmError::Portals { call, source })?;
-                (region, md)
+                let bound = self.am_ni.md_bind(MdSpec {
+                    region: region.clone(),
+                    offset: 0,
+                    length: region.len() as u64,
+                    options: MdOptions::EVENT_SEND_DISABLE,
+                    eq: Some(att.send_eq),
+                    ct: None,
+                });
+                match bound {
+                    Ok(md) => (region, md),
+                    Err(source) => {
+                        // Nothing was issued: the operation leaves the bound again.
+                        let mut s = lock(&att.send);
+                        s.long_data_inflight = s.long_data_inflight.saturating_sub(1);
+                        return Err(AmError::Portals { call, source });
+                    }
+                }
             }
         };
         if region.write(0, payload).is_err() {
             self.fatal("a Long payload outgrew its staging region");
         }
-        let bits =
-            MatchBits::long_data(payload.len() as u64).map_err(|_| AmError::PayloadTooLarge {
-                call,
-                len: payload.len(),
-                max: MAX_LONG,
-            })?;
         let user_ptr = {
             let mut s = lock(&att.send);
             s.next_one_off += 1;
