@@ -36,6 +36,7 @@ mod payload;
 mod recv;
 mod send;
 mod shm;
+mod stall;
 mod stats;
 mod token;
 
@@ -46,5 +47,6 @@ pub use error::{AmError, AttachError, InitError};
 pub use handlers::{Category, Handler, RegisterError};
 pub use recv::in_handler;
 pub use rgasnet_pshm::MappedSegment;
+pub use stall::StallClock;
 pub use stats::AmStats;
 pub use token::Token;

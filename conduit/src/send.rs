@@ -27,6 +27,7 @@ use crate::handlers::Category;
 use crate::matchbits::{AmHeader, Direction, MatchBits, MsgType, Protocol, MAX_ARGS};
 use crate::payload;
 use crate::recv::in_handler;
+use crate::stall::StallClock;
 use crate::stats::Counters;
 
 /// Slots for small AMs (Short, small Medium).
@@ -282,7 +283,7 @@ impl Inner {
                 max: MAX_LONG,
             })?;
         // Bound Long data in flight; wait (polling) for room.
-        let mut watch = StallWatch::new();
+        let mut watch = self.stall_clock();
         let op = loop {
             {
                 let mut s = lock(&att.send);
@@ -295,7 +296,7 @@ impl Inner {
                     break op;
                 }
             }
-            watch.waited(self, call, dest);
+            self.waited(&mut watch, call, dest);
             self.wait_for_send_resources(call)?;
         };
         // The payload is copied once, into a staging region that stays until the target took
@@ -374,7 +375,7 @@ impl Inner {
     ) -> Result<(), AmError> {
         let att = self.attached(call)?;
         let small = body_len <= SMALL_SLOT;
-        let mut watch = StallWatch::new();
+        let mut watch = self.stall_clock();
         let (md, region, offset, user_ptr, own) = loop {
             {
                 let mut s = lock(&att.send);
@@ -419,7 +420,7 @@ impl Inner {
                     break (md, region, 0, user_ptr, Own::Md(md));
                 }
             }
-            watch.waited(self, call, dest);
+            self.waited(&mut watch, call, dest);
             self.wait_for_send_resources(call)?;
         };
         // The slot is ours until its ACK. Encoding happens only now, after any polling above,
@@ -606,46 +607,23 @@ impl Inner {
     }
 }
 
-/// Notices an active-message send that waits long for room. It costs nothing until the first
-/// wait (no clock read on the fast path); once a send has waited `RGASNET_STALL_WARNING`
-/// seconds it says so once on standard error, naming the target and what is outstanding, so
-/// that a job whose target never polls does not hang silently. The send keeps waiting.
-pub(crate) struct StallWatch {
-    since: Option<Instant>,
-    waits: u32,
-    warned: bool,
-}
-
-impl StallWatch {
-    pub(crate) fn new() -> StallWatch {
-        StallWatch {
-            since: None,
-            waits: 0,
-            warned: false,
-        }
-    }
-
-    /// Called before each wait for room to send to `dest`. Reads the clock only every 256
-    /// waits (a flood waits for room all the time, briefly), from the 256th on.
-    pub(crate) fn waited(&mut self, inner: &Inner, call: &'static str, dest: u32) {
-        let limit = inner.config.stall_warning_secs;
-        if limit == 0 || self.warned {
-            return;
-        }
-        self.waits = self.waits.wrapping_add(1);
-        if self.waits % 256 != 0 {
-            return;
-        }
-        let waited = self.since.get_or_insert_with(Instant::now).elapsed();
-        if waited >= Duration::from_secs(limit) {
-            self.warned = true;
-            inner.warn_stall(call, dest, waited);
-        }
-    }
-}
-
 impl Inner {
-    /// The warning of [`StallWatch`], with what this rank has outstanding.
+    /// A new clock for a send that may wait for room (see [`Inner::waited`]).
+    pub(crate) fn stall_clock(&self) -> StallClock {
+        StallClock::new(self.config.stall_warning_secs)
+    }
+
+    /// Called before each wait for room to send to `dest`: once the wait has lasted
+    /// `RGASNET_STALL_WARNING` seconds, says so on standard error, naming the target and what
+    /// is outstanding, so that a job whose target never polls does not hang silently. The
+    /// send keeps waiting.
+    pub(crate) fn waited(&self, clock: &mut StallClock, call: &'static str, dest: u32) {
+        if let Some(waited) = clock.check() {
+            self.warn_stall(call, dest, waited);
+        }
+    }
+
+    /// The warning of [`Inner::waited`], with what this rank has outstanding.
     #[cold]
     fn warn_stall(&self, call: &'static str, dest: u32, waited: Duration) {
         let detail = match self.attached.get() {

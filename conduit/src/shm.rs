@@ -190,7 +190,7 @@ impl Inner {
             self.defer_reply(shm, dest, &msg);
             return Ok(());
         }
-        let mut watch = crate::send::StallWatch::new();
+        let mut watch = self.stall_clock();
         loop {
             let sent = match direction {
                 Direction::Request => shm.node.try_send_request(dest, &msg),
@@ -207,7 +207,7 @@ impl Inner {
                         self.defer_reply(shm, dest, &msg);
                         return Ok(());
                     }
-                    watch.waited(self, call, dest);
+                    self.waited(&mut watch, call, dest);
                     self.poll_internal(call)?;
                 }
                 Err(source) => return Err(AmError::Shm { call, source }),

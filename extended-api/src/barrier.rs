@@ -10,7 +10,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::ExtError;
 use crate::ext::{Core, Extended, H_BARRIER};
@@ -319,26 +319,16 @@ impl Extended {
         let call = "barrier_wait";
         let b = &self.sh.core.barrier;
         let epoch = b.check(call, id, flags)?;
-        // A barrier that takes long says so once (RGASNET_STALL_WARNING). The clock is read
-        // only every few hundred checks, starting with the first such batch, so a fast barrier
-        // never reads it (a clock read here cost the 2-rank barrier 3 %).
+        // A barrier that takes long says so once (RGASNET_STALL_WARNING); the clock costs a
+        // fast barrier nothing (reading it once per barrier cost the 2-rank barrier 3 %).
         let limit = self.sh.core.client.config().stall_warning_secs;
-        let mut warned = limit == 0;
-        let mut checks = 0u32;
-        let mut since: Option<Instant> = None;
+        let mut clock = rgasnet::StallClock::new(limit);
         self.sh.wait_until(call, None, |_, _| {
             if b.is_complete(epoch) {
                 return Ok(true);
             }
-            if !warned {
-                checks = checks.wrapping_add(1);
-                if checks % 256 == 0 {
-                    let waited = since.get_or_insert_with(Instant::now).elapsed();
-                    if waited >= Duration::from_secs(limit) {
-                        b.warn_stall(call, waited, limit);
-                        warned = true;
-                    }
-                }
+            if let Some(waited) = clock.check() {
+                b.warn_stall(call, waited, limit);
             }
             Ok(false)
         })?;
