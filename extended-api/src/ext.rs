@@ -491,29 +491,29 @@ impl Shared {
 
     /// Releases a landing while the engine lock is held.
     pub(crate) fn release_landing_in(&self, e: &mut Engine, l: Landing) {
-        match l {
-            Landing::Small(s) => self.core.ops.give_small(s),
-            // Its only operation completed, so the descriptor cannot be in use: kept for the
-            // next get of its size, or released.
-            Landing::Dynamic { region, md } => {
-                if let Some((_, md)) = self.landings.give(region, md) {
-                    let _ = e.md_release(md);
-                }
-            }
-            Landing::None => {}
+        if let Some(md) = self.landing_unused(l) {
+            let _ = e.md_release(md);
         }
     }
 
     /// Releases a landing (takes the engine lock).
     pub(crate) fn release_landing(&self, l: Landing) {
+        if let Some(md) = self.landing_unused(l) {
+            let _ = self.ni.md_release(md);
+        }
+    }
+
+    /// Gives a landing whose operation completed back to where it came from (a small slot,
+    /// or the landing pool for the next get of its size); returns the descriptor to release
+    /// when the pool does not keep it. Its operation completed, so it cannot be in use.
+    fn landing_unused(&self, l: Landing) -> Option<MdHandle> {
         match l {
-            Landing::Small(s) => self.core.ops.give_small(s),
-            Landing::Dynamic { region, md } => {
-                if let Some((_, md)) = self.landings.give(region, md) {
-                    let _ = self.ni.md_release(md);
-                }
+            Landing::Small(s) => {
+                self.core.ops.give_small(s);
+                None
             }
-            Landing::None => {}
+            Landing::Dynamic { region, md } => self.landings.give(region, md).map(|(_, md)| md),
+            Landing::None => None,
         }
     }
 
