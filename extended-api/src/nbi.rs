@@ -383,7 +383,9 @@ impl<'a> Group<'a> {
                 .set(call)?
                 .dynamic_landing(ni, len)
                 .map_err(ExtError::portals(call))?;
-            self.dynamic_bytes += len;
+            // The landing's own size (a pooled one is rounded up to its class), so that the
+            // bound holds the memory the landings take.
+            self.dynamic_bytes += region.len();
             let r = self.issue_gets(call, |_| md, 0, len as u64, rank, offset);
             // Registered before the result is looked at, so that a sync releases it.
             self.pending.push(PendingGet {
