@@ -458,18 +458,31 @@ impl Receiver {
 }
 
 /// Maps this process's page-table entries for the header and both rings of an object now,
-/// rather than one minor fault per 4 KiB page (64 cells) during the first lap of each ring:
-/// a fault costs several round trips, and the first thousands of messages would pay them.
-/// The segment is left alone (it may be large, and only what is used should be resident).
+/// rather than one minor fault per 4 KiB page (64 cells) during the first lap of each ring
+/// (a fault costs several round trips), and brings every line of them into this core's
+/// caches. Without the second part, each message of a ring's first lap (4,096 cells, so the
+/// first thousands of messages of a job) found its cell in neither core's cache and paid a
+/// memory access on both sides: measured, the AM Short round trip of a 1,000-iteration
+/// `testam` averaged 0.80–0.86 µs instead of 0.39–0.54 µs with the lines warmed (the
+/// steady state). The segment is left alone (it may be large, and only what is used should
+/// be resident).
 fn prefault_queues(mapping: &Mapping, layout: &Layout) {
     let words = mapping.words();
     let end = layout.segment.min(words.len());
-    for w in words[..end].iter().step_by(layout::PAGE / 8) {
-        // A read-modify-write (a write fault, so the entry is writable) that keeps the
-        // value, so it is harmless even if a peer already uses the word. Relaxed: it
-        // publishes nothing.
-        w.fetch_add(0, Ordering::Relaxed);
+    let mut sum = 0u64;
+    for (i, w) in words[..end].iter().enumerate().step_by(layout::CELL_WORDS) {
+        if i % (layout::PAGE / 8) == 0 {
+            // A read-modify-write (a write fault, so the entry is writable) that keeps the
+            // value, so it is harmless even if a peer already uses the word. Relaxed: it
+            // publishes nothing.
+            w.fetch_add(0, Ordering::Relaxed);
+        } else {
+            // A load brings the line in (shared); Relaxed: the value is not used.
+            sum = sum.wrapping_add(w.load(Ordering::Relaxed));
+        }
     }
+    // Keeps the loads from being optimised away.
+    std::hint::black_box(sum);
 }
 
 /// Unlinks the object on drop unless `unlink` was called: an error in setup leaves nothing.
