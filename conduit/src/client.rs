@@ -8,6 +8,7 @@ use std::time::Duration;
 use rgasnet_launcher::Bootstrap;
 use rgasnet_portals::engine::{EqHandle, LeSpec, MdHandle, MdSpec, MeHandle, MeSpec};
 use rgasnet_portals::interface::Ni;
+use rgasnet_portals::pool::RegionPool;
 use rgasnet_portals::{
     Addressing, ListKind, Matching, MdOptions, MeOptions, NiKind, PhysId, ProcessId, PtOptions,
     Region, UID_ANY,
@@ -71,6 +72,11 @@ pub(crate) struct Attached {
     /// the send path while any wait, or their resends (due after a backoff, with nothing
     /// arriving meanwhile) would never leave: the flood test hung on exactly that.
     pub(crate) resends_queued: AtomicUsize,
+    /// Staging regions of Long payloads (bound to the send event queue), kept for the next
+    /// Long of their size: a fresh region per Long faulted its pages in (or, on the heap, was
+    /// copied word by word) and bound a descriptor every time. Its lock is a leaf, so a
+    /// descriptor is bound without the send state's lock held.
+    pub(crate) staging: RegionPool<MdHandle>,
 }
 
 /// Shared state behind a [`Client`].
@@ -365,6 +371,7 @@ impl Client {
             // No event counted yet, none to take.
             drained_events: AtomicU64::new(0),
             resends_queued: AtomicUsize::new(0),
+            staging: RegionPool::new(),
         };
         if inner.attached.set(attached).is_err() {
             return Err(AttachError::AlreadyAttached);

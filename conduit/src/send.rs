@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use rgasnet_portals::engine::{EqGet, MdHandle, MdSpec, PutArgs, RemoteAddr};
 use rgasnet_portals::memory::BULK_COPY_MIN;
-use rgasnet_portals::pool::{capacity, RegionPool};
 use rgasnet_portals::{AckReq, EventKind, MdOptions, NiFail, ProcessId, Region};
 
 use crate::client::{Inner, AM_PT, LONG_DATA_PT, MAX_BODY, MAX_LONG, MAX_MEDIUM};
@@ -80,10 +79,6 @@ pub(crate) struct SendState {
     next_one_off: u64,
     long_data_inflight: usize,
     next_long_op: u64,
-    /// Staging regions of Long payloads (bound to the send event queue), kept for the next
-    /// Long of their size: a fresh region per Long faulted its pages in (or, on the heap, was
-    /// copied word by word) and bound a descriptor every time.
-    staging: RegionPool<MdHandle>,
 }
 
 thread_local! {
@@ -102,7 +97,6 @@ impl SendState {
             next_one_off: 0,
             long_data_inflight: 0,
             next_long_op: 1,
-            staging: RegionPool::new(),
         }
     }
 
@@ -301,28 +295,25 @@ impl Inner {
         };
         // The payload is copied once, into a staging region that stays until the target took
         // it: a refused put is sent again from there.
-        let kept = lock(&att.send).staging.take(payload.len());
-        let (region, md) = match kept {
-            Some(kept) => kept,
-            None => {
-                let region = crate::client::buffer_region(capacity(payload.len()));
-                let bound = self.am_ni.md_bind(MdSpec {
-                    region: region.clone(),
-                    offset: 0,
-                    length: region.len() as u64,
-                    options: MdOptions::EVENT_SEND_DISABLE,
-                    eq: Some(att.send_eq),
-                    ct: None,
-                });
-                match bound {
-                    Ok(md) => (region, md),
-                    Err(source) => {
-                        // Nothing was issued: the operation leaves the bound again.
-                        let mut s = lock(&att.send);
-                        s.long_data_inflight = s.long_data_inflight.saturating_sub(1);
-                        return Err(AmError::Portals { call, source });
-                    }
-                }
+        let staged = att.staging.take_or_make(payload.len(), |cap| {
+            let region = crate::client::buffer_region(cap);
+            let md = self.am_ni.md_bind(MdSpec {
+                region: region.clone(),
+                offset: 0,
+                length: region.len() as u64,
+                options: MdOptions::EVENT_SEND_DISABLE,
+                eq: Some(att.send_eq),
+                ct: None,
+            })?;
+            Ok((region, md))
+        });
+        let (region, md) = match staged {
+            Ok(staged) => staged,
+            Err(source) => {
+                // Nothing was issued: the operation leaves the bound again.
+                let mut s = lock(&att.send);
+                s.long_data_inflight = s.long_data_inflight.saturating_sub(1);
+                return Err(AmError::Portals { call, source });
             }
         };
         if region.write(0, payload).is_err() {
@@ -497,7 +488,7 @@ impl Inner {
         let md = match own {
             Own::Nothing => return,
             Own::Md(md) => md,
-            Own::Staging(region, md) => match lock(&att.send).staging.give(region, md) {
+            Own::Staging(region, md) => match att.staging.give(region, md) {
                 None => return,
                 Some((_, md)) => md,
             },

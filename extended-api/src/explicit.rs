@@ -150,15 +150,14 @@ impl Shared {
             None => {
                 // A kept landing of this size's class, or a new one of the class's capacity
                 // (kept after the get: see `rgasnet_portals::pool`).
-                let (region, md) = match self.landings.take(len) {
-                    Some(kept) => kept,
-                    None => {
-                        let region = rgasnet::buffer_region(rgasnet_portals::pool::capacity(len));
-                        let md = crate::ext::bind_eq(&self.ni, &region, self.xeq)
-                            .map_err(ExtError::portals(call))?;
-                        (region, md)
-                    }
-                };
+                let (region, md) = self
+                    .landings
+                    .take_or_make(len, |cap| {
+                        let region = rgasnet::buffer_region(cap);
+                        let md = crate::ext::bind_eq(&self.ni, &region, self.xeq)?;
+                        Ok((region, md))
+                    })
+                    .map_err(ExtError::portals(call))?;
                 (Landing::Dynamic { region, md }, md, 0)
             }
         };

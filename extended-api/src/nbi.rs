@@ -93,19 +93,18 @@ impl CounterSet {
         ni: &Ni,
         len: usize,
     ) -> Result<(Region, MdHandle), rgasnet_portals::PtlError> {
-        if let Some(kept) = self.dynamic.take(len) {
-            return Ok(kept);
-        }
-        let region = rgasnet::buffer_region(rgasnet_portals::pool::capacity(len));
-        let md = ni.md_bind(MdSpec {
-            region: region.clone(),
-            offset: 0,
-            length: region.len() as u64,
-            options: MdOptions::EVENT_SEND_DISABLE | MdOptions::EVENT_CT_REPLY,
-            eq: None,
-            ct: Some(self.ct_get),
-        })?;
-        Ok((region, md))
+        self.dynamic.take_or_make(len, |cap| {
+            let region = rgasnet::buffer_region(cap);
+            let md = ni.md_bind(MdSpec {
+                region: region.clone(),
+                offset: 0,
+                length: region.len() as u64,
+                options: MdOptions::EVENT_SEND_DISABLE | MdOptions::EVENT_CT_REPLY,
+                eq: None,
+                ct: Some(self.ct_get),
+            })?;
+            Ok((region, md))
+        })
     }
 }
 

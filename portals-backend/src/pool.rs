@@ -84,6 +84,20 @@ impl<D> RegionPool<D> {
         Some(got)
     }
 
+    /// A kept region for `len` bytes, or else a new one from `make`, which is given the
+    /// capacity to allocate (the class's, so that the region can be kept afterwards) and
+    /// binds its descriptor.
+    pub fn take_or_make<E>(
+        &self,
+        len: usize,
+        make: impl FnOnce(usize) -> Result<(Region, D), E>,
+    ) -> Result<(Region, D), E> {
+        match self.take(len) {
+            Some(kept) => Ok(kept),
+            None => make(capacity(len)),
+        }
+    }
+
     /// Keeps a region whose operation completed (its descriptor is idle); hands it back when it
     /// is not of a class or the pool is full, for the caller to release.
     pub fn give(&self, region: Region, md: D) -> Option<(Region, D)> {
@@ -124,10 +138,16 @@ mod tests {
         let pool = RegionPool::<u64>::new();
         let md = |i: u64| i;
         assert!(pool.take(10_000).is_none());
+        // Nothing kept: `make` is asked for the class's capacity.
+        let made = pool.take_or_make(10_000, |cap| Ok::<_, ()>((Region::new(cap), md(7))));
+        let (r, m) = made.unwrap();
+        assert_eq!((r.len(), m), (16 << 10, md(7)));
         // A 16 KiB region serves any need of 8 KiB + 1 to 16 KiB, and only those.
         assert!(pool.give(Region::new(16 << 10), md(1)).is_none());
         assert!(pool.take(8 << 10).is_none());
-        let (r, m) = pool.take(12_000).expect("kept");
+        let (r, m) = pool
+            .take_or_make(12_000, |_| Err("kept, so make is not called"))
+            .unwrap();
         assert_eq!((r.len(), m), (16 << 10, md(1)));
         // Odd sizes and full classes are handed back.
         assert!(pool.give(Region::new(12 << 10), md(2)).is_some());
