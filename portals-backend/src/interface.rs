@@ -19,6 +19,7 @@ use crate::engine::{
     MdSpec, MeHandle, MeSpec, NiHandle, PutArgs,
 };
 use crate::error::{PtlError, PtlResult};
+use crate::message::Tail;
 use crate::stack::Stack;
 use crate::transport::{Transport, TransportConfig};
 use crate::types::{
@@ -38,13 +39,13 @@ pub trait Link: Send + Sync {
     fn wait_readable(&self, timeout: Duration) -> io::Result<()>;
     /// Sends one datagram made of `head` followed by `tail`. The default joins them; a link
     /// that can gather (UDP `sendmsg`) saves copying a large payload.
-    fn send_gather(&self, head: &[u8], tail: &[u8], to: PhysId) -> io::Result<()> {
+    fn send_gather(&self, head: &[u8], tail: Tail<'_>, to: PhysId) -> io::Result<()> {
         if tail.is_empty() {
             return self.send_to(head, to);
         }
         let mut joined = Vec::with_capacity(head.len() + tail.len());
         joined.extend_from_slice(head);
-        joined.extend_from_slice(tail);
+        tail.append_to(&mut joined);
         self.send_to(&joined, to)
     }
 }
@@ -64,8 +65,14 @@ impl Link for UdpEndpoint {
             .map(|_| ())
             .map_err(io::Error::other)
     }
-    fn send_gather(&self, head: &[u8], tail: &[u8], to: PhysId) -> io::Result<()> {
-        UdpEndpoint::send_gather(self, head, tail, to).map_err(io::Error::other)
+    fn send_gather(&self, head: &[u8], tail: Tail<'_>, to: PhysId) -> io::Result<()> {
+        let sent = match tail {
+            Tail::Bytes(bytes) => UdpEndpoint::send_gather(self, head, bytes, to),
+            Tail::Span { span, from, len } => {
+                UdpEndpoint::send_gather_span(self, head, span, from, len, to)
+            }
+        };
+        sent.map_err(io::Error::other)
     }
 }
 
@@ -271,7 +278,7 @@ impl Interface {
         }
     }
 
-    fn send_datagram(&self, head: &[u8], tail: &[u8], dest: PhysId) {
+    fn send_datagram(&self, head: &[u8], tail: Tail<'_>, dest: PhysId) {
         if let Err(e) = self.inner.link.send_gather(head, tail, dest) {
             // Socket buffer full for too long, unreachable port, ...: the transport's
             // retransmission and peer timeout decide what this means.

@@ -11,6 +11,11 @@
 //!
 //! Byte `k` of the region is byte `k % 8` of word `k / 8` in little-endian order, on every host,
 //! so the layout seen through [`Region::read`] and [`Region::write`] is the plain byte layout.
+//!
+//! On a little-endian host that is also the layout in memory, which lets the UDP layer hand a
+//! [`RegionSpan`] to the kernel by address (a put from an `IN_PLACE` descriptor,
+//! [`crate::types::MdOptions::IN_PLACE`]): the kernel reads the words as raw memory, like a NIC
+//! would, and no Rust reference to them is ever formed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -390,6 +395,71 @@ impl Region {
         let mut v = vec![0u8; len];
         self.read(offset, &mut v)?;
         Ok(v)
+    }
+}
+
+/// A checked byte range of a [`Region`], held (with a reference to the region) by a message
+/// that is sent from the region in place instead of from a copy
+/// ([`crate::types::MdOptions::IN_PLACE`]).
+#[derive(Clone, Debug)]
+pub struct RegionSpan {
+    region: Region,
+    offset: usize,
+    len: usize,
+}
+
+impl RegionSpan {
+    /// The bytes `[offset, offset + len)` of `region`, or the bounds error.
+    pub fn new(region: Region, offset: usize, len: usize) -> Result<Self, OutOfBounds> {
+        region.check(offset as u64, len as u64)?;
+        Ok(RegionSpan {
+            region,
+            offset,
+            len,
+        })
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the span has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends `len` bytes of the span, from byte `from` of it, to `out`.
+    pub fn append_to(&self, from: usize, len: usize, out: &mut Vec<u8>) -> Result<(), OutOfBounds> {
+        self.sub_check(from, len)?;
+        self.region.append_to(self.offset + from, len, out)
+    }
+
+    /// The address of byte `from` of the span, for an I/O layer that hands `len` bytes from it
+    /// to the kernel (a gathering `sendmsg`), or `None` when `[from, from + len)` is not inside
+    /// the span or the host is big-endian (where a region's bytes are not laid out in memory in
+    /// their order). The pointer is valid while this span (which keeps the region alive)
+    /// lives; the bytes may change concurrently, so it may only be read as raw memory, never
+    /// through a Rust reference.
+    pub fn raw_bytes(&self, from: usize, len: usize) -> Option<*const u8> {
+        if cfg!(target_endian = "big") || self.sub_check(from, len).is_err() {
+            return None;
+        }
+        let words = self.region.inner.memory.words();
+        // In bounds: `check` at construction keeps `offset + len` within the region, and a
+        // region's memory holds at least `len.div_ceil(8)` words (`Region::with_memory`).
+        Some(words.as_ptr().cast::<u8>().wrapping_add(self.offset + from))
+    }
+
+    fn sub_check(&self, from: usize, len: usize) -> Result<(), OutOfBounds> {
+        match from.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(OutOfBounds {
+                offset: from as u64,
+                len: len as u64,
+                region_len: self.len as u64,
+            }),
+        }
     }
 }
 

@@ -365,7 +365,7 @@ pub fn encode_request_with(
     data_len: u64,
     fill: impl FnOnce(&mut [u8]) -> Result<(), OutOfBounds>,
 ) -> Result<Vec<u8>, ProtoError> {
-    let (mut out, total) = request_header(Vec::new(), h, operand, data_len)?;
+    let (mut out, total) = request_header(Vec::new(), h, operand, data_len, true)?;
     let start = out.len();
     out.resize(total, 0);
     fill(&mut out[start..])?;
@@ -396,7 +396,7 @@ pub fn encode_request_appending_into(
     data_len: u64,
     append: impl FnOnce(&mut Vec<u8>) -> Result<(), OutOfBounds>,
 ) -> Result<Vec<u8>, ProtoError> {
-    let (mut out, total) = request_header(buf, h, operand, data_len)?;
+    let (mut out, total) = request_header(buf, h, operand, data_len, true)?;
     append(&mut out)?;
     if out.len() != total {
         return Err(ProtoError::LengthMismatch {
@@ -417,6 +417,7 @@ fn request_header(
     h: &RequestHeader,
     operand: &[u8],
     data_len: u64,
+    room_for_data: bool,
 ) -> Result<(Vec<u8>, usize), ProtoError> {
     check_request(h, operand.len(), data_len)?;
     // check_request bounded data_len by MAX_PAYLOAD, so it fits a usize.
@@ -451,10 +452,27 @@ fn request_header(
         slot.copy_from_slice(&v.to_le_bytes());
     }
     out.clear();
-    out.reserve_exact(total);
+    out.reserve_exact(if room_for_data {
+        total
+    } else {
+        total - data_len
+    });
     out.extend_from_slice(&head);
     out.extend_from_slice(operand);
     Ok((out, total))
+}
+
+/// Encodes into `buf` (emptied first) only the header and operand of a request announcing
+/// `data_len` payload bytes, which the sender appends by other means: the in-place body of an
+/// [`crate::message::OutMessage`], sent from its region without a copy.
+#[inline(always)]
+pub fn encode_request_head_into(
+    buf: Vec<u8>,
+    h: &RequestHeader,
+    operand: &[u8],
+    data_len: u64,
+) -> Result<Vec<u8>, ProtoError> {
+    request_header(buf, h, operand, data_len, false).map(|(out, _)| out)
 }
 
 /// Encodes a request whose payload is in a slice.

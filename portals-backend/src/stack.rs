@@ -13,6 +13,7 @@
 use std::time::{Duration, Instant};
 
 use crate::engine::Engine;
+use crate::message::OutMessage;
 use crate::transport::{Transport, TransportError, TransportEvent};
 use crate::types::PhysId;
 
@@ -78,7 +79,7 @@ impl Stack {
             while let Some((dest, message)) = self.engine.poll_outgoing() {
                 progressed = true;
                 if dest == self.local {
-                    self.engine.handle_message(self.local, &message);
+                    self.handle_own(message);
                     continue;
                 }
                 self.release_lazy(now, Some(dest));
@@ -88,7 +89,7 @@ impl Stack {
                 progressed = true;
                 if dest == self.local || self.lazy_delay.is_zero() {
                     self.release_lazy(now, Some(dest));
-                    self.send(now, dest, message);
+                    self.send(now, dest, message.into());
                     continue;
                 }
                 if self.lazy.is_empty() {
@@ -115,9 +116,9 @@ impl Stack {
     }
 
     /// Hands a message to the transport (or back to the engine when it is for this interface).
-    fn send(&mut self, now: Instant, dest: PhysId, message: Vec<u8>) {
+    fn send(&mut self, now: Instant, dest: PhysId, message: OutMessage) {
         if dest == self.local {
-            self.engine.handle_message(self.local, &message);
+            self.handle_own(message);
             return;
         }
         match self.transport.send(now, dest, message) {
@@ -130,6 +131,15 @@ impl Stack {
                 tracing::error!(%dest, error = %e, "transport refused a message");
                 self.peer_failed(dest);
             }
+        }
+    }
+
+    /// Feeds a message addressed to this interface back into the engine.
+    fn handle_own(&mut self, message: OutMessage) {
+        if message.body().is_none() {
+            self.engine.handle_message(self.local, message.head());
+        } else {
+            self.engine.handle_message(self.local, &message.to_bytes());
         }
     }
 
@@ -150,7 +160,7 @@ impl Stack {
         let mut kept = Vec::new();
         for (dest, message) in held.drain(..) {
             if peer.is_none_or(|p| p == dest) {
-                self.send(now, dest, message);
+                self.send(now, dest, message.into());
             } else {
                 kept.push((dest, message));
             }

@@ -304,8 +304,19 @@ bitflags! {
         const EVENT_SEND_DISABLE = 1 << 7;
         /// Unreliable delivery allowed (ignored: the engine is always reliable).
         const UNRELIABLE = 1 << 8;
+        /// rgasnet extension: a put from this MD of at least [`IN_PLACE_MIN`] bytes that asks
+        /// for an acknowledgement is sent from the MD's region itself, not from a copy taken
+        /// when the put starts. The owner keeps those bytes unchanged until the put's ACK (a
+        /// change before it may reach the target, as with RDMA hardware). The SEND event still
+        /// comes when the put starts and means only that it was issued. Puts without an ACK,
+        /// and smaller ones, are copied as usual.
+        const IN_PLACE = 1 << 9;
     }
 }
+
+/// Smallest put that an [`MdOptions::IN_PLACE`] MD sends from its region in place: below it, a
+/// copy into the message costs less than the second I/O vector of a gathering send.
+pub const IN_PLACE_MIN: u64 = 4096;
 
 /// Which list of a PT an entry goes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -18,6 +18,7 @@ use nix::poll::{PollFd, PollFlags};
 use nix::sys::time::TimeSpec;
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::memory::{OutOfBounds, RegionSpan};
 use crate::types::PhysId;
 
 /// Environment variable naming the interface (name like `eth0`, or an IPv4 address).
@@ -77,6 +78,9 @@ pub enum UdpError {
     /// `ppoll` failed.
     #[error("ppoll: {0}")]
     Poll(#[source] nix::Error),
+    /// A gathering send named bytes outside the region span it sends from.
+    #[error("gathering send from a region span: {0}")]
+    SpanOutOfBounds(#[source] OutOfBounds),
 }
 
 /// Where and how to bind.
@@ -278,6 +282,81 @@ impl UdpEndpoint {
         }
     }
 
+    /// Sends one datagram made of `head` followed by `len` bytes of `span` from byte `from`,
+    /// passing the span's memory to the kernel in place: the payload of a large put is not
+    /// copied in user space at all. Falls back to a joined copy where a region's bytes cannot
+    /// be handed over raw (big-endian hosts). Waits out a full send buffer like
+    /// [`UdpEndpoint::send_to`].
+    pub fn send_gather_span(
+        &self,
+        head: &[u8],
+        span: &RegionSpan,
+        from: usize,
+        len: usize,
+        dest: PhysId,
+    ) -> Result<(), UdpError> {
+        let Some(ptr) = span.raw_bytes(from, len) else {
+            let mut joined = Vec::with_capacity(head.len() + len);
+            joined.extend_from_slice(head);
+            span.append_to(from, len, &mut joined)
+                .map_err(UdpError::SpanOutOfBounds)?;
+            return self.send_to(&joined, dest);
+        };
+        let addr = dest.socket_addr().ok_or(UdpError::BadPeer(dest))?;
+        use nix::sys::socket::SockaddrLike;
+        let sa = nix::sys::socket::SockaddrIn::from(addr);
+        let mut iov = [
+            libc::iovec {
+                iov_base: head.as_ptr() as *mut libc::c_void,
+                iov_len: head.len(),
+            },
+            libc::iovec {
+                iov_base: ptr as *mut libc::c_void,
+                iov_len: len,
+            },
+        ];
+        let limit = Duration::from_secs(1);
+        let mut waited: Option<Instant> = None;
+        loop {
+            // SAFETY: `msghdr` is plain data; every field not set below is valid as zero (no
+            // control data, no flags).
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_name = SockaddrLike::as_ptr(&sa) as *mut libc::c_void;
+            msg.msg_namelen = SockaddrLike::len(&sa);
+            msg.msg_iov = iov.as_mut_ptr();
+            msg.msg_iovlen = iov.len() as _;
+            // SAFETY: the address and both I/O vectors point at memory that stays valid for
+            // the call: `sa` and `iov` are locals, `head` is borrowed, and the second vector
+            // is `len` bytes of `span`'s region (checked by `raw_bytes`), which the borrowed
+            // span keeps alive. The kernel only reads through them. The region's bytes may be
+            // written concurrently by other threads (they are atomics); the kernel copies
+            // whatever it finds, as a NIC reading host memory would, and no Rust reference to
+            // them is formed.
+            let r = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &msg, 0) };
+            if r >= 0 {
+                return Ok(());
+            }
+            match nix::errno::Errno::last() {
+                nix::Error::EINTR => continue,
+                nix::Error::EAGAIN => {
+                    let since = *waited.get_or_insert_with(Instant::now);
+                    let spent = since.elapsed();
+                    if spent >= limit {
+                        return Err(UdpError::SendTimeout(addr, limit));
+                    }
+                    self.poll(PollFlags::POLLOUT, Some(limit - spent))?;
+                }
+                e => {
+                    return Err(UdpError::Socket {
+                        call: "sendmsg",
+                        addr,
+                        source: io::Error::from(e),
+                    })
+                }
+            }
+        }
+    }
+
     /// Receives one datagram if one is waiting: `Ok(None)` when none is.
     pub fn recv(&self, buf: &mut [u8]) -> Result<Option<(usize, PhysId)>, UdpError> {
         // `recvfrom` through nix: the std wrapper's address conversion and its boxed error
@@ -446,6 +525,34 @@ mod tests {
             .expect("datagram within the timeout");
         assert_eq!(from, a.local_id());
         assert_eq!(&buf[..n], &payload[..]);
+    }
+
+    #[test]
+    fn gathering_send_from_a_region_span_delivers_its_bytes() {
+        let a = UdpEndpoint::bind(&UdpConfig::default()).unwrap();
+        let b = UdpEndpoint::bind(&UdpConfig::default()).unwrap();
+        let bytes: Vec<u8> = (0..50_000u32).map(|i| (i * 7 % 253) as u8).collect();
+        let region = crate::memory::Region::from_bytes(&bytes);
+        // Starts mid-word, so the pointer arithmetic is exercised off an 8-byte boundary.
+        let span = RegionSpan::new(region, 5, 40_000).unwrap();
+        let head = b"header bytes";
+        a.send_gather_span(head, &span, 3, 30_000, b.local_id())
+            .unwrap();
+        let mut buf = vec![0u8; 65_536];
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let (n, _) = b
+            .recv_wait(&mut buf, Some(deadline), DEFAULT_SPIN)
+            .unwrap()
+            .expect("datagram within the timeout");
+        assert_eq!(n, head.len() + 30_000);
+        assert_eq!(&buf[..head.len()], head);
+        assert_eq!(&buf[head.len()..n], &bytes[8..30_008]);
+        // A range outside the span is refused before anything is sent.
+        let err = a
+            .send_gather_span(head, &span, 39_999, 2, b.local_id())
+            .unwrap_err();
+        assert!(matches!(err, UdpError::SpanOutOfBounds(_)), "{err}");
+        assert!(b.recv(&mut buf).unwrap().is_none(), "nothing was sent");
     }
 
     #[test]

@@ -494,6 +494,52 @@ fn put_and_get_of_64_mib_byte_for_byte() {
 }
 
 #[test]
+fn in_place_puts_arrive_byte_for_byte() {
+    // Sizes around the in-place threshold and the fragment size, at odd offsets, from an
+    // IN_PLACE MD: sent from the source region over real sockets, without a copy.
+    let (a, b) = (open(), open());
+    let _p = Progress::start(b.interface());
+    const LEN: usize = 3 << 20;
+    let tmem = Region::new(LEN);
+    let teq = target(&b, &tmem, MeOptions::OP_PUT);
+    let data = pattern(LEN, 9);
+    let src = Region::from_bytes(&data);
+    let eq = a.eq_alloc(16).unwrap();
+    let smd = a
+        .md_bind(MdSpec {
+            region: src.clone(),
+            offset: 0,
+            length: LEN as u64,
+            options: MdOptions::IN_PLACE | MdOptions::EVENT_SEND_DISABLE,
+            eq: Some(eq),
+            ct: None,
+        })
+        .unwrap();
+    let frag = rgasnet_portals::transport::DEFAULT_FRAGMENT_SIZE;
+    let mut at = 0usize;
+    for (i, len) in [4096, 4095, 5000, frag - 58, frag, 2 * frag + 1, 1 << 20]
+        .into_iter()
+        .enumerate()
+    {
+        let local = 3 * i + 1;
+        let mut args = put_args(smd, len as u64, to(&b, at as u64));
+        args.local_offset = local as u64;
+        a.put(&args).unwrap();
+        let ack = next(&a, eq);
+        assert_eq!(
+            (ack.kind, ack.ni_fail, ack.mlength),
+            (EventKind::Ack, NiFail::Ok, len as u64)
+        );
+        assert_eq!(next(&b, teq).mlength, len as u64);
+        assert!(
+            tmem.to_vec(at, len).unwrap() == data[local..local + len],
+            "{len}-byte put: target bytes differ"
+        );
+        at += len;
+    }
+}
+
+#[test]
 fn a_vanished_peer_fails_pending_operations_as_undeliverable() {
     let a = open_with(&UdpConfig::default(), Duration::from_millis(300));
     let b = open();

@@ -5,10 +5,12 @@ use super::events::blank;
 use super::objects::{AtomicArgs, FetchArgs, GetArgs, MdHandle, NiHandle, PutArgs, RemoteAddr};
 use super::Engine;
 use crate::error::{PtlError, PtlResult};
+use crate::memory::RegionSpan;
+use crate::message::OutMessage;
 use crate::proto::{self, is_swap_op, OpKind, RequestHeader, Response, ResponseKind};
 use crate::types::{
     AckReq, Addressing, AtomicOp, AtomicType, Event, EventKind, MdOptions, NiFail, PhysId,
-    ProcessId, PtIndex, NID_ANY, PID_ANY, RANK_ANY,
+    ProcessId, PtIndex, IN_PLACE_MIN, NID_ANY, PID_ANY, RANK_ANY,
 };
 
 /// An operation waiting for its ack or reply.
@@ -340,16 +342,31 @@ impl Engine {
                     buf.extend_from_slice(data);
                     Ok(())
                 })
+                .map(OutMessage::from)
             }
             (Some((md, off)), None) => {
                 let m = self.mds.get(call, md)?;
                 let at = (m.offset + off) as usize;
-                proto::encode_request_appending_into(buf, &header, o.operand, o.length, |buf| {
-                    m.region.append_to(at, o.length as usize, buf)
-                })
+                if m.options.contains(MdOptions::IN_PLACE)
+                    && o.length >= IN_PLACE_MIN
+                    && o.ack_req != AckReq::None
+                    && o.kind == OpKind::Put
+                {
+                    // Sent from the region itself; the MD's owner keeps the bytes until ACK.
+                    let span = RegionSpan::new(m.region.clone(), at, o.length as usize)
+                        .map_err(|e| PtlError::arg(call, e.to_string()))?;
+                    proto::encode_request_head_into(buf, &header, o.operand, o.length)
+                        .map(|head| OutMessage::new(head, Some(span)))
+                } else {
+                    proto::encode_request_appending_into(buf, &header, o.operand, o.length, |buf| {
+                        m.region.append_to(at, o.length as usize, buf)
+                    })
+                    .map(OutMessage::from)
+                }
             }
             (None, _) => {
                 proto::encode_request_appending_into(buf, &header, o.operand, 0, |_| Ok(()))
+                    .map(OutMessage::from)
             }
         }
         .map_err(|e| PtlError::arg(call, e.to_string()))?;

@@ -34,6 +34,7 @@ use hashbrown::HashMap;
 
 use crate::error::{PtlError, PtlResult};
 use crate::handle::Slab;
+use crate::message::OutMessage;
 use crate::proto::{self, Message};
 use crate::types::{
     Addressing, Matching, NiKind, NiLimits, PhysId, ProcessId, Rank, SrIndex, Uid, RANK_ANY,
@@ -82,7 +83,7 @@ pub struct Engine {
     /// Operations waiting for an ack or reply, by operation id.
     pending: HashMap<u64, PendingOp>,
     next_op_id: u64,
-    outgoing: VecDeque<(PhysId, Vec<u8>)>,
+    outgoing: VecDeque<(PhysId, OutMessage)>,
     /// Emptied buffers to build messages in (see [`Engine::stock_buffers`]).
     spare: Vec<Vec<u8>>,
     /// Successful ACKs of puts to [`crate::types::PtOptions::LAZY_ACK`] portals, which may wait for company.
@@ -283,8 +284,10 @@ impl Engine {
         }])
     }
 
-    /// The next message to hand to the transport: destination interface and bytes.
-    pub fn poll_outgoing(&mut self) -> Option<(PhysId, Vec<u8>)> {
+    /// The next message to hand to the transport: destination interface and the message (whose
+    /// body, for a put from an [`crate::types::MdOptions::IN_PLACE`] MD, is a span of the MD's
+    /// region).
+    pub fn poll_outgoing(&mut self) -> Option<(PhysId, OutMessage)> {
         self.outgoing.pop_front()
     }
 

@@ -101,7 +101,7 @@ impl Engine {
     /// Sends a data-less ack or reply (or nothing when none was asked for).
     fn respond(&mut self, to: PhysId, h: &RequestHeader, fail: NiFail, mlength: u64, offset: u64) {
         if let Some(bytes) = self.response_bytes(h, fail, mlength, offset) {
-            self.outgoing.push_back((to, bytes));
+            self.outgoing.push_back((to, bytes.into()));
         }
     }
 
@@ -426,7 +426,7 @@ impl Engine {
             }
         }
         match response {
-            Some(bytes) => self.outgoing.push_back((from, bytes)),
+            Some(bytes) => self.outgoing.push_back((from, bytes.into())),
             None if m.lazy_ack && h.ack_req != AckReq::None && !h.op.has_reply() => {
                 if let Some(bytes) = self.response_bytes(h, NiFail::Ok, m.mlength, m.offset) {
                     self.lazy_outgoing.push_back((from, bytes));

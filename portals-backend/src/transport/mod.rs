@@ -34,6 +34,7 @@ mod timers;
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
+use crate::message::{OutMessage, Tail};
 use crate::types::PhysId;
 use crate::wire::{self, Datagram, Frame, Header, WireError};
 use recv::{Budget, DataOutcome, RecvState};
@@ -425,13 +426,15 @@ impl Transport {
         }
     }
 
-    /// Queues `message` for reliable delivery to `dest`. The message is moved, not copied.
+    /// Queues `message` for reliable delivery to `dest`. The message is moved, not copied (an
+    /// in-place body is read from its region whenever a fragment of it is sent).
     pub fn send(
         &mut self,
         now: Instant,
         dest: PhysId,
-        message: Vec<u8>,
+        message: impl Into<OutMessage>,
     ) -> Result<(), TransportError> {
+        let message = message.into();
         if message.len() > self.cfg.max_message {
             return Err(TransportError::TooLarge {
                 len: message.len(),
@@ -606,22 +609,22 @@ impl Transport {
 
     /// Like [`Transport::poll_transmit`], for a driver that can send a datagram from two
     /// pieces (`sendmsg` with two I/O vectors): the datagram is `out` followed by the returned
-    /// slice, which borrows a large fragment's payload straight from its queued message
-    /// instead of copying it into `out` (the slice is empty for datagrams without one).
+    /// tail, which borrows a large fragment's payload straight from its queued message (or from
+    /// the region of the message's in-place body) instead of copying it into `out` (the tail is
+    /// empty for datagrams without one).
     pub fn poll_transmit_gather(
         &mut self,
         now: Instant,
         out: &mut Vec<u8>,
-    ) -> Option<(PhysId, &[u8])> {
+    ) -> Option<(PhysId, Tail<'_>)> {
         let to = self.poll_transmit_inner(now, out, true)?;
         let Some(slot) = self.tail_slot.take() else {
-            return Some((to, &[]));
+            return Some((to, Tail::NONE));
         };
         let Transport { peers, stats, .. } = self;
         let tail = peers
             .get_mut(slot)
-            .map(|p| p.send.take_tail())
-            .unwrap_or_default();
+            .map_or(Tail::NONE, |p| p.send.take_tail());
         stats.bytes_out += tail.len() as u64;
         Some((to, tail))
     }

@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::rtt::RttEstimator;
+use crate::message::{OutMessage, Tail};
 use crate::wire::{self, AckView};
 
 /// A frame counts as lost once this many higher sequence numbers were acknowledged (the
@@ -17,7 +18,7 @@ use crate::wire::{self, AckView};
 const REORDER_THRESHOLD: u64 = 3;
 
 struct OutMsg {
-    data: Vec<u8>,
+    data: OutMessage,
     /// Bytes already cut into fragments.
     cut: usize,
     /// Whether every fragment has been given a sequence number.
@@ -72,8 +73,17 @@ pub(crate) struct SendState {
     pub(crate) last_progress: Instant,
     queued_bytes: usize,
     /// Gathering send: the payload of the datagram's last DATA frame, left in its message
-    /// (index in `msgs`, start, length) for the driver to send after the datagram buffer.
-    tail: Option<(usize, usize, usize)>,
+    /// (index in `msgs`, start, length; relative to the message's in-place body when `in_body`)
+    /// for the driver to send after the datagram buffer.
+    tail: Option<TailRef>,
+}
+
+#[derive(Clone, Copy)]
+struct TailRef {
+    idx: usize,
+    start: usize,
+    len: usize,
+    in_body: bool,
 }
 
 /// Smallest fragment worth a gathering send: below it, copying into the datagram is cheaper
@@ -117,7 +127,7 @@ impl SendState {
         self.queued_bytes
     }
 
-    pub(crate) fn push(&mut self, now: Instant, data: Vec<u8>) {
+    pub(crate) fn push(&mut self, now: Instant, data: OutMessage) {
         if !self.outstanding() {
             // The peer-silence clock starts when there is something to be silent about.
             self.last_progress = now;
@@ -266,17 +276,39 @@ impl SendState {
         };
         let start = offset as usize;
         let total = msg.data.len() as u32;
-        // Messages are limited to `max_message <= u32::MAX` at `send`.
-        if gather && len as usize >= GATHER_MIN && start + len as usize <= msg.data.len() {
-            wire::write_data_header(out, seq, total, offset, len);
-            self.tail = Some((idx, start, len as usize));
+        // Messages are limited to `max_message <= u32::MAX` at `send`; fragments lie inside
+        // their message (cut from it, or recorded when cut), so `split` cannot fail for them.
+        let Ok((in_head, in_body)) = msg.data.split(start, len as usize) else {
+            return;
+        };
+        wire::write_data_header(out, seq, total, offset, len);
+        if gather && len as usize >= GATHER_MIN {
+            // The payload goes to the kernel from the message: a piece in the in-place body
+            // straight from its region (the few head bytes before it are copied), otherwise
+            // from the head.
+            self.tail = Some(match in_body {
+                Some((from, n)) => {
+                    if let Some((a, b)) = in_head {
+                        out.extend_from_slice(&msg.data.head()[a..b]);
+                    }
+                    TailRef {
+                        idx,
+                        start: from,
+                        len: n,
+                        in_body: true,
+                    }
+                }
+                None => TailRef {
+                    idx,
+                    start,
+                    len: len as usize,
+                    in_body: false,
+                },
+            });
             return;
         }
-        let bytes = msg
-            .data
-            .get(start..start + len as usize)
-            .unwrap_or_default();
-        wire::write_data(out, seq, total, offset, bytes);
+        // Cannot fail: checked by `split` above.
+        let _ = msg.data.append_range(start, len as usize, out);
     }
 
     /// Whether the last `write_frames` left a payload for [`SendState::take_tail`].
@@ -285,14 +317,25 @@ impl SendState {
     }
 
     /// The payload the last `write_frames` left for a gathering send (empty if none).
-    pub(crate) fn take_tail(&mut self) -> &[u8] {
-        match self.tail.take() {
-            Some((idx, start, len)) => self
-                .msgs
-                .get(idx)
-                .and_then(|m| m.data.get(start..start + len))
-                .unwrap_or_default(),
-            None => &[],
+    pub(crate) fn take_tail(&mut self) -> Tail<'_> {
+        let Some(t) = self.tail.take() else {
+            return Tail::NONE;
+        };
+        let Some(msg) = self.msgs.get(t.idx) else {
+            return Tail::NONE;
+        };
+        match (t.in_body, msg.data.body()) {
+            (true, Some(span)) => Tail::Span {
+                span,
+                from: t.start,
+                len: t.len,
+            },
+            _ => Tail::Bytes(
+                msg.data
+                    .head()
+                    .get(t.start..t.start + t.len)
+                    .unwrap_or_default(),
+            ),
         }
     }
 
@@ -379,7 +422,7 @@ impl SendState {
             }
             self.queued_bytes -= front.data.len();
             if let Some(m) = self.msgs.pop_front() {
-                keep_spare(spare, m.data);
+                keep_spare(spare, m.data.into_parts().0);
             }
             self.first_msg_id += 1;
         }

@@ -1,6 +1,7 @@
 //! Transports driven over the simulated network with fixed seeds.
 
 use super::*;
+use crate::message::Tail;
 use crate::sim::{run_until_quiescent, RunLimits, SimConfig, SimNetwork, SimNode};
 
 const KEY: u64 = 0xC0FFEE;
@@ -116,6 +117,28 @@ fn all_to_all(
     n: u32,
     sizes: &[usize],
 ) -> Vec<Node> {
+    all_to_all_with(seed, net_cfg, cfg, n, sizes, false)
+}
+
+/// `bytes` as a message whose first bytes (a different number for each `idx`) are owned and
+/// whose rest is an in-place span of a region (at an odd offset, so spans start mid-word).
+fn in_place_message(bytes: Vec<u8>, idx: usize) -> OutMessage {
+    let head_len = (idx * 37 + 5) % (bytes.len() + 1);
+    let region = crate::memory::Region::new(bytes.len() + 11);
+    region.write(3, &bytes[head_len..]).unwrap();
+    let span = crate::memory::RegionSpan::new(region, 3, bytes.len() - head_len).unwrap();
+    OutMessage::new(bytes[..head_len].to_vec(), Some(span))
+}
+
+/// [`all_to_all`], sending every message with an in-place body when `in_place`.
+fn all_to_all_with(
+    seed: u64,
+    net_cfg: SimConfig,
+    cfg: &TransportConfig,
+    n: u32,
+    sizes: &[usize],
+    in_place: bool,
+) -> Vec<Node> {
     let t0 = Instant::now();
     let mut now = t0;
     let mut net = SimNetwork::new(seed, net_cfg);
@@ -124,9 +147,13 @@ fn all_to_all(
         let me = node.t.local().pid;
         for dst in (1..=n).filter(|&d| d != me) {
             for (i, &len) in sizes.iter().enumerate() {
-                node.t
-                    .send(now, id(dst), payload(me * 100 + dst, i, len))
-                    .unwrap();
+                let bytes = payload(me * 100 + dst, i, len);
+                let message = if in_place {
+                    in_place_message(bytes, i)
+                } else {
+                    bytes.into()
+                };
+                node.t.send(now, id(dst), message).unwrap();
             }
         }
     }
@@ -230,6 +257,32 @@ fn lossy_group_of_four_small_datagrams_and_small_window() {
         assert!(n.t.stats().max_in_window <= 8);
         assert!(n.t.stats().duplicates > 0 || n.t.stats().retransmits > 0);
     }
+}
+
+#[test]
+fn lossy_in_place_messages_deliver_the_same_bytes() {
+    // Fragments straddle the owned head and the in-place body at every kind of boundary, and
+    // retransmissions read the body from its region again.
+    let c = cfg();
+    let mut sizes = mixed_sizes(c.fragment_size());
+    sizes.extend([1 << 20, 3]);
+    for (seed, loss) in [(31, 0.0), (32, 0.15), (33, 0.3)] {
+        let nodes = all_to_all_with(seed, SimConfig::lossy(loss), &c, 2, &sizes, true);
+        if loss > 0.0 {
+            assert!(nodes[0].t.stats().retransmits > 0, "loss {loss}");
+        }
+    }
+    let small = TransportConfig {
+        max_datagram: 1400,
+        window: 8,
+        ..cfg()
+    };
+    let net = SimConfig {
+        mtu: 1400,
+        ..SimConfig::lossy(0.2)
+    };
+    let sizes: Vec<usize> = (0..40).map(|i| (i * 977) % 9000).collect();
+    all_to_all_with(34, net, &small, 3, &sizes, true);
 }
 
 #[test]
@@ -616,6 +669,49 @@ fn bogus_acks_are_ignored() {
 }
 
 #[test]
+fn in_place_bodies_are_gathered_from_their_region_when_sent() {
+    let c = cfg();
+    let t0 = Instant::now();
+    let mut a = Transport::new(c.clone(), id(1), 11, t0).unwrap();
+    let mut b = Transport::new(c.clone(), id(2), 22, t0).unwrap();
+    let mut want = payload(1, 0, 2 * c.fragment_size() + 100);
+    let head_len = 79;
+    let region = crate::memory::Region::new(want.len() + 1);
+    region.write(1, &want[head_len..]).unwrap();
+    let span = crate::memory::RegionSpan::new(region.clone(), 1, want.len() - head_len).unwrap();
+    let message = OutMessage::new(want[..head_len].to_vec(), Some(span));
+    a.send(t0, id(2), message).unwrap();
+    // Changed after `send`, before any datagram left: an in-place body is read when its
+    // fragments are sent, so the new bytes arrive (no copy was taken at `send`).
+    let at = head_len + c.fragment_size() + 10;
+    want[at..at + 16].copy_from_slice(&[0xa5; 16]);
+    region.write(1 + at - head_len, &[0xa5; 16]).unwrap();
+    let (mut out, mut spans) = (Vec::new(), 0);
+    while let Some((to, tail)) = a.poll_transmit_gather(t0, &mut out) {
+        assert_eq!(to, id(2));
+        if let Tail::Span { from, len, .. } = tail {
+            assert!(from + len <= want.len() - head_len);
+            spans += 1;
+        }
+        let mut datagram = out.clone();
+        tail.append_to(&mut datagram);
+        b.handle_datagram(t0, id(1), &datagram);
+    }
+    // The third fragment's 100 bytes are below the gathering threshold and were copied.
+    assert_eq!(
+        spans, 2,
+        "the full fragments' body bytes left from the region"
+    );
+    let mut got = Vec::new();
+    while let Some(ev) = b.poll_event() {
+        if let TransportEvent::Delivered { message, .. } = ev {
+            got.push(message);
+        }
+    }
+    assert_eq!(got, vec![want]);
+}
+
+#[test]
 fn gathered_datagrams_deliver_the_same_messages() {
     let c = cfg();
     let t0 = Instant::now();
@@ -631,7 +727,7 @@ fn gathered_datagrams_deliver_the_same_messages() {
         assert!(out.len() + tail.len() <= c.max_datagram);
         gathered += usize::from(!tail.is_empty());
         let mut datagram = out.clone();
-        datagram.extend_from_slice(tail);
+        tail.append_to(&mut datagram);
         bytes += datagram.len() as u64;
         b.handle_datagram(t0, id(1), &datagram);
     }

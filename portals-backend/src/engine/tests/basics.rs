@@ -86,6 +86,50 @@ fn put_with_ack_exact_events_and_bytes() {
 }
 
 #[test]
+fn in_place_md_sends_large_acked_puts_from_its_region() {
+    let mut net = Net::new(2, MATCHING_PHYS);
+    let eq_t = net.eq(1, 16);
+    net.pt(1, 4, PtOptions::empty(), Some(eq_t));
+    let len = crate::types::IN_PLACE_MIN as usize + 9;
+    let target = Region::new(3 * len);
+    net.me(
+        1,
+        4,
+        me_spec(&target, 0x55, MeOptions::OP_PUT),
+        ListKind::Priority,
+        1,
+    );
+    let bytes: Vec<u8> = (0..len + 3).map(|i| (i * 31 + 7) as u8).collect();
+    let src = Region::from_bytes(&bytes);
+    let md = net.md(0, &src, MdOptions::IN_PLACE, None, None);
+    let copy_md = net.md(0, &src, MdOptions::empty(), None, None);
+    // (MD, length, ack, target offset, whether the message carries an in-place body)
+    let cases = [
+        (md, len, AckReq::Ack, 0, true),
+        (md, len, AckReq::None, len, false),
+        (md, len - 10, AckReq::Ack, 2 * len, false),
+        (copy_md, len, AckReq::Ack, 0, false),
+    ];
+    for (md, n, ack, off, in_place) in cases {
+        let mut args = put_args(md, n as u64, ack, p(1), 4, 0x55);
+        args.local_offset = 3;
+        args.remote.remote_offset = off as u64;
+        net.e[0].put(&args).unwrap();
+        let (to, message) = net.e[0].poll_outgoing().unwrap();
+        assert_eq!(to, phys(1));
+        let body = message.body().map(|b| b.len());
+        assert_eq!(body, in_place.then_some(n), "{n} bytes, {ack:?}");
+        net.e[1].handle_message(phys(0), &message.to_bytes());
+        assert_eq!(
+            target.to_vec(off, n).unwrap(),
+            bytes[3..3 + n],
+            "{n} bytes, {ack:?}"
+        );
+        net.run();
+    }
+}
+
+#[test]
 fn get_lands_in_md_with_reply_event() {
     let mut net = Net::new(2, MATCHING_PHYS);
     let eq_t = net.eq(1, 16);

@@ -200,7 +200,8 @@ fn logical_ni_ranks_and_rank_wildcards() {
     net.e[0]
         .put(&put_args(md, 1, AckReq::None, ProcessId::Rank(1), 0, 0))
         .unwrap();
-    let (to, mut bytes) = net.e[0].poll_outgoing().unwrap();
+    let (to, bytes) = net.e[0].poll_outgoing().unwrap();
+    let mut bytes = bytes.to_bytes();
     assert_eq!(to, phys(1));
     bytes[14..18].copy_from_slice(&2u32.to_le_bytes()); // claim to be rank 2
     net.e[1].handle_message(phys(0), &bytes);

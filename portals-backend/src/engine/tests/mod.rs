@@ -66,7 +66,7 @@ impl Net {
         let dst = (0..self.e.len())
             .find(|&j| phys(j) == to)
             .expect("message to an unknown interface");
-        self.e[dst].handle_message(phys(i), &bytes);
+        self.e[dst].handle_message(phys(i), &bytes.to_bytes());
         true
     }
 
