@@ -23,6 +23,12 @@ use rgasnet_portals::transport::DEFAULT_FRAGMENT_SIZE;
 /// against one 1 MiB message (which was copied whole before its first datagram left). Also
 /// the size of a bounce buffer.
 pub(crate) const PUT_CHUNK: usize = 4 * DEFAULT_FRAGMENT_SIZE - REQUEST_HEADER_LEN;
+/// Bytes moved by one implicit-handle put from the segment, which leaves in place
+/// ([`rgasnet_portals::MdOptions::IN_PLACE`]): one datagram's worth with the header. The sender
+/// then copies nothing, and the target deposits each datagram straight from its receive buffer
+/// (a message of several datagrams is first reassembled, a second copy). 1 MiB `put_nbi_bulk`
+/// went from 5.2–5.5 to 6.5–7.5 GB/s against one 4 MiB-bounded message per call.
+pub(crate) const SEG_PUT_CHUNK: usize = DEFAULT_FRAGMENT_SIZE - REQUEST_HEADER_LEN;
 /// Bytes of explicit-handle puts in flight per rank; more would only queue in the transport
 /// while the issuing call, which transmits but does not receive, keeps copying (see
 /// [`crate::nbi::NBI_WINDOW_BYTES`]).

@@ -29,7 +29,7 @@ use rgasnet_portals::{AckReq, CtEvent, MdOptions, Region};
 
 use crate::error::ExtError;
 use crate::explicit::{check_val, remote, NbHandle};
-use crate::ext::{lock, Extended, Shared, GET_CHUNK, PUT_CHUNK};
+use crate::ext::{lock, Extended, Shared, GET_CHUNK, PUT_CHUNK, SEG_PUT_CHUNK};
 use rgasnet_portals::pool::RegionPool;
 
 /// Network operations of one kind in flight per context.
@@ -76,7 +76,14 @@ impl CounterSet {
         let landing = rgasnet::buffer_region(NBI_LANDING);
         Ok(CounterSet {
             md_put: bind(&put_span, ct_put, MdOptions::EVENT_CT_ACK)?,
-            md_seg_put: bind(segment, ct_put, MdOptions::EVENT_CT_ACK)?,
+            // Sent from the segment in place (no copy into the message): the caller keeps
+            // the bytes unchanged until the sync (`put_nbi_from_segment`'s contract), which
+            // waits for every ACK.
+            md_seg_put: bind(
+                segment,
+                ct_put,
+                MdOptions::EVENT_CT_ACK | MdOptions::IN_PLACE,
+            )?,
             md_get: bind(&landing, ct_get, MdOptions::EVENT_CT_REPLY)?,
             md_seg_get: bind(segment, ct_get, MdOptions::EVENT_CT_REPLY)?,
             ct_put,
@@ -302,10 +309,11 @@ impl<'a> Group<'a> {
             );
             return self.sh.local_result(call, rank, r);
         }
-        let n = len.div_ceil(GET_CHUNK as u64).max(1);
+        let step = SEG_PUT_CHUNK as u64;
+        let n = len.div_ceil(step).max(1);
         for i in 0..n {
-            let lo = i * GET_CHUNK as u64;
-            let chunk = (len - lo).min(GET_CHUNK as u64);
+            let lo = i * step;
+            let chunk = (len - lo).min(step);
             self.window(call, false, chunk)?;
             let set = self.set(call)?;
             let args = PutArgs {

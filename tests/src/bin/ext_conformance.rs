@@ -276,10 +276,16 @@ fn rma(ext: &Extended, rng: &mut Rng, sh: &mut Shadow) -> Res {
             .map_err(e2s("get_to_segment"))?;
         sh.write(mine, back, &d);
         verify(ext, sh, mine, back, len, "get_to_segment")?;
+        // New bytes in quarter 1, so that the nbi put (sent from the segment in place) must
+        // carry them for the checks below to pass.
+        let d = rng.bytes(len as usize);
+        ext.put(mine, me + back, &d).map_err(e2s("restage"))?;
+        sh.write(mine, back, &d);
         let mut nbi = ext.nbi();
         nbi.put_nbi_from_segment(rank, me + dst, me + back, len)
             .map_err(e2s("put_nbi_from_segment"))?;
         nbi.sync_nbi_puts().map_err(e2s("segment nbi put sync"))?;
+        sh.write(rank, dst, &d);
         nbi.get_nbi_to_segment(me + again, rank, me + dst, len)
             .map_err(e2s("get_nbi_to_segment"))?;
         nbi.sync_nbi_all().map_err(e2s("segment nbi sync"))?;
