@@ -334,12 +334,14 @@ impl Client {
         )?;
 
         let send = SendState::new();
+        // IN_PLACE: a slot stays reserved until its put's ACK (see `send`), so a large AM
+        // leaves from the slot itself instead of from a copy in the engine's message.
         let bind = |region: &Region| {
             am_ni.md_bind(MdSpec {
                 region: region.clone(),
                 offset: 0,
                 length: region.len() as u64,
-                options: MdOptions::EVENT_SEND_DISABLE,
+                options: MdOptions::EVENT_SEND_DISABLE | MdOptions::IN_PLACE,
                 eq: Some(send_eq),
                 ct: None,
             })

@@ -2,7 +2,8 @@
 //! or ask for a resend after the target's flow control refused a message.
 //!
 //! Every AM is copied once into a send slot that a memory descriptor covers and leaves as one
-//! Portals put with a full acknowledgement. The slot stays reserved until the ACK says the
+//! Portals put with a full acknowledgement; the descriptors are `IN_PLACE`, so a large body is
+//! sent from the slot itself, not copied again. The slot stays reserved until the ACK says the
 //! target took the message; an ACK with `NI_PT_DISABLED` means the target's receive resources
 //! ran out, so the same slot is put again after a short backoff (the target drains, re-posts and
 //! re-enables meanwhile). The number of slots bounds the AMs in flight; a sender that finds none
@@ -301,7 +302,7 @@ impl Inner {
                 region: region.clone(),
                 offset: 0,
                 length: region.len() as u64,
-                options: MdOptions::EVENT_SEND_DISABLE,
+                options: MdOptions::EVENT_SEND_DISABLE | MdOptions::IN_PLACE,
                 eq: Some(att.send_eq),
                 ct: None,
             })?;
@@ -403,7 +404,7 @@ impl Inner {
                             region: region.clone(),
                             offset: 0,
                             length: body_len as u64,
-                            options: MdOptions::EVENT_SEND_DISABLE,
+                            options: MdOptions::EVENT_SEND_DISABLE | MdOptions::IN_PLACE,
                             eq: Some(att.send_eq),
                             ct: None,
                         })
