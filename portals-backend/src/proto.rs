@@ -504,7 +504,7 @@ pub fn encode_response_with_into(
     h: &ResponseHeader,
     fill: impl FnOnce(&mut [u8]) -> Result<(), OutOfBounds>,
 ) -> Result<Vec<u8>, ProtoError> {
-    let (mut out, total) = response_header(buf, h)?;
+    let (mut out, total) = response_header(buf, h, true)?;
     out.resize(total, 0);
     fill(&mut out[RESPONSE_HEADER_LEN..])?;
     Ok(out)
@@ -520,7 +520,7 @@ pub fn encode_response_appending_into(
     h: &ResponseHeader,
     append: impl FnOnce(&mut Vec<u8>) -> Result<(), OutOfBounds>,
 ) -> Result<Vec<u8>, ProtoError> {
-    let (mut out, total) = response_header(buf, h)?;
+    let (mut out, total) = response_header(buf, h, true)?;
     append(&mut out)?;
     if out.len() != total {
         return Err(ProtoError::LengthMismatch {
@@ -531,10 +531,22 @@ pub fn encode_response_appending_into(
     Ok(out)
 }
 
-/// `buf`, emptied, with room for the whole response and holding its header; and the total
-/// response length.
+/// Encodes into `buf` (emptied first) only the header of a response whose data the sender
+/// appends by other means: the in-place body of an [`crate::message::OutMessage`], a get's
+/// reply sent from the target's region without a copy.
 #[inline]
-fn response_header(mut out: Vec<u8>, h: &ResponseHeader) -> Result<(Vec<u8>, usize), ProtoError> {
+pub fn encode_response_head_into(buf: Vec<u8>, h: &ResponseHeader) -> Result<Vec<u8>, ProtoError> {
+    response_header(buf, h, false).map(|(out, _)| out)
+}
+
+/// `buf`, emptied, with room for the whole response (or only its header) and holding its
+/// header; and the total response length.
+#[inline]
+fn response_header(
+    mut out: Vec<u8>,
+    h: &ResponseHeader,
+    room_for_data: bool,
+) -> Result<(Vec<u8>, usize), ProtoError> {
     let data_len = match h.kind {
         ResponseKind::Ack => 0,
         ResponseKind::Reply => h.mlength,
@@ -545,7 +557,11 @@ fn response_header(mut out: Vec<u8>, h: &ResponseHeader) -> Result<(Vec<u8>, usi
     let data_len = usize::try_from(data_len).map_err(|_| ProtoError::TooLarge(data_len))?;
     let total = RESPONSE_HEADER_LEN + data_len;
     out.clear();
-    out.reserve_exact(total);
+    out.reserve_exact(if room_for_data {
+        total
+    } else {
+        RESPONSE_HEADER_LEN
+    });
     out.push(match h.kind {
         ResponseKind::Ack => TAG_ACK,
         ResponseKind::Reply => TAG_REPLY,

@@ -272,6 +272,13 @@ bitflags! {
         const NO_TRUNCATE = 1 << 15;
         /// ME only: the target may align deposits (no effect in this engine).
         const MAY_ALIGN = 1 << 16;
+        /// rgasnet extension: a get of at least [`IN_PLACE_MIN`] bytes from this entry is
+        /// answered from the entry's region in place: each datagram of the reply carries the
+        /// bytes in memory when it is sent (a retransmission reads them again), not a copy
+        /// taken when the get matched. Writes to those bytes while the get is in flight may
+        /// show in its reply, as with RDMA hardware; a GET event at the target does not mean
+        /// the bytes were read.
+        const IN_PLACE_REPLY = 1 << 17;
     }
 }
 

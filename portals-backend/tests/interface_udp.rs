@@ -540,6 +540,41 @@ fn in_place_puts_arrive_byte_for_byte() {
 }
 
 #[test]
+fn in_place_replies_arrive_byte_for_byte() {
+    // Gets from an IN_PLACE_REPLY entry, answered from the target region over real sockets.
+    let (a, b) = (open(), open());
+    let _p = Progress::start(b.interface());
+    const LEN: usize = 3 << 20;
+    let data = pattern(LEN, 5);
+    let tmem = Region::from_bytes(&data);
+    target(&b, &tmem, MeOptions::OP_GET | MeOptions::IN_PLACE_REPLY);
+    let land = Region::new(LEN);
+    let eq = a.eq_alloc(16).unwrap();
+    let lmd = md(&a, &land, Some(eq));
+    let frag = rgasnet_portals::transport::DEFAULT_FRAGMENT_SIZE;
+    for len in [4096, 4095, frag - 26, frag, 2 * frag + 1, 1 << 20] {
+        let at = (len * 7) % (LEN - len);
+        let get = GetArgs {
+            md: lmd,
+            local_offset: 3,
+            length: len as u64,
+            remote: to(&b, at as u64),
+            user_ptr: 1,
+        };
+        a.get(&get).unwrap();
+        let reply = next(&a, eq);
+        assert_eq!(
+            (reply.kind, reply.ni_fail, reply.mlength),
+            (EventKind::Reply, NiFail::Ok, len as u64)
+        );
+        assert!(
+            land.to_vec(3, len).unwrap() == data[at..at + len],
+            "{len}-byte get: landed bytes differ"
+        );
+    }
+}
+
+#[test]
 fn a_vanished_peer_fails_pending_operations_as_undeliverable() {
     let a = open_with(&UdpConfig::default(), Duration::from_millis(300));
     let b = open();

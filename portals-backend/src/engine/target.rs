@@ -9,10 +9,12 @@ use super::atomic::{self, op_allowed, single_element};
 use super::events::blank;
 use super::objects::{EqHandle, MeHandle, NiHandle, SR_DROP, SR_OP, SR_PERM};
 use super::Engine;
+use crate::memory::RegionSpan;
+use crate::message::OutMessage;
 use crate::proto::{self, OpKind, Request, RequestHeader, ResponseHeader, ResponseKind};
 use crate::types::{
     AckReq, Addressing, Event, EventKind, ListKind, Matching, MeOptions, NiFail, PhysId, ProcessId,
-    PtOptions, Rank, NID_ANY, PID_ANY, RANK_ANY, UID_ANY,
+    PtOptions, Rank, IN_PLACE_MIN, NID_ANY, PID_ANY, RANK_ANY, UID_ANY,
 };
 
 /// A refusal: what the initiator is told and which status register counts it.
@@ -364,11 +366,24 @@ impl Engine {
                                 Some(buf),
                             )
                         })
+                        .map(OutMessage::from)
+                    }
+                    // A large get from an IN_PLACE_REPLY entry is answered from the region.
+                    _ if options.contains(MeOptions::IN_PLACE_REPLY)
+                        && m.mlength >= IN_PLACE_MIN =>
+                    {
+                        match RegionSpan::new(region.clone(), at, len) {
+                            Ok(span) => proto::encode_response_head_into(reply_buf, &rh)
+                                .map(|head| OutMessage::new(head, Some(span))),
+                            // Unreachable: bounds were checked against the entry.
+                            Err(e) => Err(e.into()),
+                        }
                     }
                     // A get's data is appended straight from the region (no zeroing first).
                     _ => proto::encode_response_appending_into(reply_buf, &rh, |buf| {
                         region.append_to(at, m.mlength as usize, buf)
-                    }),
+                    })
+                    .map(OutMessage::from),
                 };
                 filled.map(|b| response = Some(b)).map_err(|_| ())
             }
@@ -426,7 +441,7 @@ impl Engine {
             }
         }
         match response {
-            Some(bytes) => self.outgoing.push_back((from, bytes.into())),
+            Some(message) => self.outgoing.push_back((from, message)),
             None if m.lazy_ack && h.ack_req != AckReq::None && !h.op.has_reply() => {
                 if let Some(bytes) = self.response_bytes(h, NiFail::Ok, m.mlength, m.offset) {
                     self.lazy_outgoing.push_back((from, bytes));

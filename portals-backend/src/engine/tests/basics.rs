@@ -130,6 +130,39 @@ fn in_place_md_sends_large_acked_puts_from_its_region() {
 }
 
 #[test]
+fn in_place_reply_entry_answers_large_gets_from_its_region() {
+    let mut net = Net::new(2, MATCHING_PHYS);
+    net.pt(1, 2, PtOptions::empty(), None);
+    let len = crate::types::IN_PLACE_MIN as usize;
+    let bytes: Vec<u8> = (0..2 * len + 40).map(|i| (i * 13 + 1) as u8).collect();
+    let target = Region::from_bytes(&bytes);
+    let mut spec = me_spec(&target, 9, MeOptions::OP_GET | MeOptions::IN_PLACE_REPLY);
+    spec.offset = 5; // the entry starts mid-word
+    spec.length = (2 * len + 30) as u64;
+    net.me(1, 2, spec, ListKind::Priority, 5);
+    let dst = Region::new(2 * len);
+    let md = net.md(0, &dst, MdOptions::empty(), None, None);
+    // (length, whether the reply carries an in-place body)
+    for (n, in_place) in [(len + 7, true), (len, true), (len - 1, false), (8, false)] {
+        let args = GetArgs {
+            md,
+            local_offset: 1,
+            length: n as u64,
+            remote: remote(1, 2, 9, 3),
+            user_ptr: 8,
+        };
+        net.e[0].get(&args).unwrap();
+        assert!(net.step(0), "the get request");
+        let (to, reply) = net.e[1].poll_outgoing().unwrap();
+        assert_eq!(to, phys(0));
+        assert_eq!(reply.body().map(|b| b.len()), in_place.then_some(n), "{n}");
+        net.e[0].handle_message(phys(1), &reply.to_bytes());
+        assert_eq!(dst.to_vec(1, n).unwrap(), bytes[8..8 + n], "{n}-byte get");
+        assert_eq!(net.run(), 0);
+    }
+}
+
+#[test]
 fn get_lands_in_md_with_reply_event() {
     let mut net = Net::new(2, MATCHING_PHYS);
     let eq_t = net.eq(1, 16);
