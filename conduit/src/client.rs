@@ -324,10 +324,13 @@ impl Client {
                 length: seg_len,
                 ct: None,
                 uid: UID_ANY,
+                // IN_PLACE_REPLY: a large get is answered from the segment itself, not from
+                // a copy in the reply message.
                 options: MeOptions::OP_PUT
                     | MeOptions::OP_GET
                     | MeOptions::EVENT_LINK_DISABLE
-                    | MeOptions::EVENT_SUCCESS_DISABLE,
+                    | MeOptions::EVENT_SUCCESS_DISABLE
+                    | MeOptions::IN_PLACE_REPLY,
             },
             ListKind::Priority,
             0,

@@ -14,7 +14,7 @@ use crate::barrier::Barrier;
 use crate::error::{ExtAttachError, ExtError};
 use crate::ops::{Freed, Landing, Ops};
 use rgasnet_portals::pool::RegionPool;
-use rgasnet_portals::proto::REQUEST_HEADER_LEN;
+use rgasnet_portals::proto::{REQUEST_HEADER_LEN, RESPONSE_HEADER_LEN};
 use rgasnet_portals::transport::DEFAULT_FRAGMENT_SIZE;
 
 /// Bytes moved by one network put: larger puts are split, so that copying one chunk into
@@ -33,8 +33,12 @@ pub(crate) const SEG_PUT_CHUNK: usize = DEFAULT_FRAGMENT_SIZE - REQUEST_HEADER_L
 /// while the issuing call, which transmits but does not receive, keeps copying (see
 /// [`crate::nbi::NBI_WINDOW_BYTES`]).
 pub const NB_WINDOW_BYTES: u64 = 4 << 20;
-/// Bytes moved by one network get: larger gets are split.
-pub(crate) const GET_CHUNK: usize = 4 << 20;
+/// Bytes moved by one network get: larger gets are split into gets whose reply is one
+/// datagram. The target answers from its segment in place (the segment's list entry is
+/// `IN_PLACE_REPLY`) and the initiator deposits each datagram without reassembling the reply
+/// first. Against 4 MiB chunks: blocking 1 MiB get 2.8-3.1 -> 5.9-6.1 GB/s, 4 MiB get_nbi
+/// 3.6-4.0 -> 6.0 GB/s.
+pub(crate) const GET_CHUNK: usize = DEFAULT_FRAGMENT_SIZE - RESPONSE_HEADER_LEN;
 /// Gets up to this size land in a slot of the shared small-landing region.
 pub(crate) const SMALL_GET: usize = 4096;
 /// Slots of the small-landing region.
