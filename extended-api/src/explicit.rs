@@ -15,7 +15,7 @@ use rgasnet_portals::engine::{GetArgs, MdHandle, PutArgs, RemoteAddr};
 use rgasnet_portals::{AckReq, ProcessId};
 
 use crate::error::ExtError;
-use crate::ext::{Extended, Shared, GET_CHUNK, PUT_CHUNK, SMALL_GET};
+use crate::ext::{Extended, Shared, GET_CHUNK, PUT_CHUNK, SEG_PUT_CHUNK, SMALL_GET};
 pub use crate::handle::NbHandle;
 use crate::handle::{Dest, Kind};
 use crate::ops::Landing;
@@ -209,12 +209,24 @@ impl Shared {
     }
 }
 
+/// What [`Shared::seg_nb`] does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SegOp {
+    /// A get into the segment.
+    Get,
+    /// A put whose bytes are copied as it is issued (they may change once the call returns).
+    PutCopied,
+    /// A put sent from the segment in place, in one-datagram chunks, for a caller that waits
+    /// for its completion before the bytes may change.
+    PutInPlace,
+}
+
 impl Shared {
-    /// A put from, or a get into, this rank's own segment, through the segment's descriptor.
+    /// A put from, or a get into, this rank's own segment, through the segment's descriptors.
     fn seg_nb(
         &self,
         call: &'static str,
-        put: bool,
+        what: SegOp,
         rank: u32,
         offset: u64,
         local_offset: u64,
@@ -223,6 +235,7 @@ impl Shared {
         self.check_local(call, local_offset, len)?;
         self.check_remote(call, rank, offset, len as usize)?;
         let (lo, l) = (local_offset as usize, len as usize);
+        let put = what != SegOp::Get;
         if let Some(seg) = self.local_segment(rank) {
             // Both ranges were checked above.
             let copied = if put {
@@ -233,26 +246,24 @@ impl Shared {
             self.local_result(call, rank, copied)?;
             return Ok(NbHandle::done(self));
         }
-        let chunk = if put { PUT_CHUNK } else { GET_CHUNK };
+        let (chunk, md) = match what {
+            SegOp::Get => (GET_CHUNK, self.seg_md),
+            SegOp::PutCopied => (PUT_CHUNK, self.seg_md),
+            SegOp::PutInPlace => (SEG_PUT_CHUNK, self.seg_put_md),
+        };
         let n = l.div_ceil(chunk).max(1) as u32;
         let cell = self.core.ops.alloc(n, Landing::None);
         let h = NbHandle::op(self, cell, rank, call);
         if !put {
-            self.issue_get_chunks(call, self.seg_md, lo, l, rank, offset, cell)?;
+            self.issue_get_chunks(call, md, lo, l, rank, offset, cell)?;
             return Ok(h);
         }
         for i in 0..n {
             let at = i as usize * chunk;
             let this = (l - at).min(chunk);
             let r = self.issue_chunk(call, false, this as u64, || {
-                self.ni.put(&put_args(
-                    self.seg_md,
-                    lo + at,
-                    this,
-                    rank,
-                    offset + at as u64,
-                    cell,
-                ))
+                self.ni
+                    .put(&put_args(md, lo + at, this, rank, offset + at as u64, cell))
             });
             if let Err(e) = r {
                 self.core
@@ -451,11 +462,18 @@ impl Extended {
         local_offset: u64,
         len: u64,
     ) -> Result<NbHandle<'_>, ExtError> {
-        self.sh
-            .seg_nb("put_nb_from_segment", true, rank, offset, local_offset, len)
+        self.sh.seg_nb(
+            "put_nb_from_segment",
+            SegOp::PutCopied,
+            rank,
+            offset,
+            local_offset,
+            len,
+        )
     }
 
-    /// Blocking form of [`Extended::put_nb_from_segment`].
+    /// Blocking form of [`Extended::put_nb_from_segment`]. Since it returns only once the
+    /// target has the bytes, they are sent from the segment in place (no copy at all).
     pub fn put_from_segment(
         &self,
         rank: u32,
@@ -465,7 +483,14 @@ impl Extended {
     ) -> Result<(), ExtError> {
         not_in_handler("put_from_segment")?;
         self.sh
-            .seg_nb("put_from_segment", true, rank, offset, local_offset, len)?
+            .seg_nb(
+                "put_from_segment",
+                SegOp::PutInPlace,
+                rank,
+                offset,
+                local_offset,
+                len,
+            )?
             .wait()
     }
 
@@ -478,8 +503,14 @@ impl Extended {
         offset: u64,
         len: u64,
     ) -> Result<NbHandle<'_>, ExtError> {
-        self.sh
-            .seg_nb("get_nb_to_segment", false, rank, offset, local_offset, len)
+        self.sh.seg_nb(
+            "get_nb_to_segment",
+            SegOp::Get,
+            rank,
+            offset,
+            local_offset,
+            len,
+        )
     }
 
     /// Blocking form of [`Extended::get_nb_to_segment`].
@@ -492,7 +523,14 @@ impl Extended {
     ) -> Result<(), ExtError> {
         not_in_handler("get_to_segment")?;
         self.sh
-            .seg_nb("get_to_segment", false, rank, offset, local_offset, len)?
+            .seg_nb(
+                "get_to_segment",
+                SegOp::Get,
+                rank,
+                offset,
+                local_offset,
+                len,
+            )?
             .wait()
     }
 

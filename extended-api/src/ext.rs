@@ -104,6 +104,8 @@ pub(crate) struct Shared {
     pub(crate) small_md: MdHandle,
     /// The own segment as a put source / get destination of explicit operations.
     pub(crate) seg_md: MdHandle,
+    /// The segment again, `IN_PLACE`: blocking puts from it (see `SegOp::PutInPlace`).
+    pub(crate) seg_put_md: MdHandle,
     /// Landings of explicit gets larger than a small slot, kept bound for reuse.
     pub(crate) landings: RegionPool<MdHandle>,
     pub(crate) lanes: Mutex<Vec<Lane>>,
@@ -173,6 +175,15 @@ impl Extended {
         let small = rgasnet::buffer_region(SMALL_SLOTS as usize * SMALL_GET);
         let small_md = bind_eq(&ni, &small, xeq)?;
         let seg_md = bind_eq(&ni, &segment, xeq)?;
+        // Blocking puts from the segment wait for their ACK, so they may leave in place.
+        let seg_put_md = ni.md_bind(MdSpec {
+            region: segment.clone(),
+            offset: 0,
+            length: segment.len() as u64,
+            options: MdOptions::EVENT_SEND_DISABLE | MdOptions::IN_PLACE,
+            eq: Some(xeq),
+            ct: None,
+        })?;
         let sh = Shared {
             rank: client.rank(),
             size: client.size(),
@@ -190,6 +201,7 @@ impl Extended {
             small,
             small_md,
             seg_md,
+            seg_put_md,
             landings: RegionPool::new(),
             lanes: Mutex::new(Vec::new()),
             sets: Mutex::new(Vec::new()),
