@@ -612,6 +612,7 @@ impl Transport {
     /// tail, which borrows a large fragment's payload straight from its queued message (or from
     /// the region of the message's in-place body) instead of copying it into `out` (the tail is
     /// empty for datagrams without one).
+    #[inline]
     pub fn poll_transmit_gather(
         &mut self,
         now: Instant,

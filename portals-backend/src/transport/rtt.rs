@@ -47,6 +47,7 @@ impl RttEstimator {
     }
 
     /// Feeds one sample (already corrected for the peer's ack delay).
+    #[inline]
     pub(crate) fn sample(&mut self, rtt: Duration) {
         let r = nanos(rtt);
         let (s, v) = match self.srtt_ns {
