@@ -176,14 +176,7 @@ impl Extended {
         let small_md = bind_eq(&ni, &small, xeq)?;
         let seg_md = bind_eq(&ni, &segment, xeq)?;
         // Blocking puts from the segment wait for their ACK, so they may leave in place.
-        let seg_put_md = ni.md_bind(MdSpec {
-            region: segment.clone(),
-            offset: 0,
-            length: segment.len() as u64,
-            options: MdOptions::EVENT_SEND_DISABLE | MdOptions::IN_PLACE,
-            eq: Some(xeq),
-            ct: None,
-        })?;
+        let seg_put_md = bind_eq_with(&ni, &segment, xeq, MdOptions::IN_PLACE)?;
         let sh = Shared {
             rank: client.rank(),
             size: client.size(),
@@ -256,11 +249,21 @@ pub(crate) fn bind_eq(
     region: &Region,
     eq: EqHandle,
 ) -> Result<MdHandle, rgasnet_portals::PtlError> {
+    bind_eq_with(ni, region, eq, MdOptions::empty())
+}
+
+/// [`bind_eq`] with `extra` options.
+pub(crate) fn bind_eq_with(
+    ni: &Ni,
+    region: &Region,
+    eq: EqHandle,
+    extra: MdOptions,
+) -> Result<MdHandle, rgasnet_portals::PtlError> {
     ni.md_bind(MdSpec {
         region: region.clone(),
         offset: 0,
         length: region.len() as u64,
-        options: MdOptions::EVENT_SEND_DISABLE,
+        options: MdOptions::EVENT_SEND_DISABLE | extra,
         eq: Some(eq),
         ct: None,
     })

@@ -239,9 +239,9 @@ fn lossy_pair_sizes_up_to_8_mib() {
     }
 }
 
-#[test]
-fn lossy_group_of_four_small_datagrams_and_small_window() {
-    // A 1500-byte MTU exercises heavy fragmentation, a window of 8 exercises queueing.
+/// Datagrams of 1400 bytes on a lossy network of that MTU, a window of 8 frames, and 40
+/// messages of up to 9 kB: heavy fragmentation and queueing.
+fn small_datagrams() -> (TransportConfig, SimConfig, Vec<usize>) {
     let c = TransportConfig {
         max_datagram: 1400,
         window: 8,
@@ -251,7 +251,12 @@ fn lossy_group_of_four_small_datagrams_and_small_window() {
         mtu: 1400,
         ..SimConfig::lossy(0.2)
     };
-    let sizes: Vec<usize> = (0..40).map(|i| (i * 977) % 9000).collect();
+    (c, net, (0..40).map(|i| (i * 977) % 9000).collect())
+}
+
+#[test]
+fn lossy_group_of_four_small_datagrams_and_small_window() {
+    let (c, net, sizes) = small_datagrams();
     let nodes = all_to_all(21, net, &c, 4, &sizes);
     for n in &nodes {
         assert!(n.t.stats().max_in_window <= 8);
@@ -272,16 +277,7 @@ fn lossy_in_place_messages_deliver_the_same_bytes() {
             assert!(nodes[0].t.stats().retransmits > 0, "loss {loss}");
         }
     }
-    let small = TransportConfig {
-        max_datagram: 1400,
-        window: 8,
-        ..cfg()
-    };
-    let net = SimConfig {
-        mtu: 1400,
-        ..SimConfig::lossy(0.2)
-    };
-    let sizes: Vec<usize> = (0..40).map(|i| (i * 977) % 9000).collect();
+    let (small, net, sizes) = small_datagrams();
     all_to_all_with(34, net, &small, 3, &sizes, true);
 }
 
