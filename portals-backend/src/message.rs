@@ -51,15 +51,20 @@ impl OutMessage {
         (self.head, self.body)
     }
 
-    /// The whole message in one new buffer (for a receiver in the same process, or a test).
+    /// The whole message in one new buffer (for a test).
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.len());
+        self.append_all(&mut out);
+        out
+    }
+
+    /// Appends the whole message to `out` (for a receiver in the same process).
+    pub fn append_all(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.head);
         if let Some(body) = &self.body {
             // Cannot fail: the whole span is in bounds by construction.
-            let _ = body.append_to(0, body.len(), &mut out);
+            let _ = body.append_to(0, body.len(), out);
         }
-        out
     }
 
     /// Appends message bytes `[start, start + len)` to `out`.

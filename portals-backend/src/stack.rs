@@ -35,6 +35,8 @@ pub struct Stack {
     /// When the oldest held lazy ACK must leave.
     lazy_deadline: Option<Instant>,
     lazy_delay: Duration,
+    /// Where a message to this interface with an in-place body is joined (see `handle_own`).
+    own_joined: Vec<u8>,
 }
 
 impl Stack {
@@ -48,6 +50,7 @@ impl Stack {
             lazy: Vec::new(),
             lazy_deadline: None,
             lazy_delay: DEFAULT_LAZY_ACK_DELAY,
+            own_joined: Vec::new(),
         }
     }
 
@@ -134,13 +137,18 @@ impl Stack {
         }
     }
 
-    /// Feeds a message addressed to this interface back into the engine.
+    /// Feeds a message addressed to this interface back into the engine (one with an in-place
+    /// body is first joined in a buffer kept for the next).
     fn handle_own(&mut self, message: OutMessage) {
         if message.body().is_none() {
             self.engine.handle_message(self.local, message.head());
-        } else {
-            self.engine.handle_message(self.local, &message.to_bytes());
+            return;
         }
+        let mut joined = std::mem::take(&mut self.own_joined);
+        joined.clear();
+        message.append_all(&mut joined);
+        self.engine.handle_message(self.local, &joined);
+        self.own_joined = joined;
     }
 
     fn peer_failed(&mut self, peer: PhysId) {

@@ -443,6 +443,55 @@ fn operations_to_self() {
 }
 
 #[test]
+fn in_place_operations_to_self() {
+    // A message to the interface itself with an in-place body is joined and handled locally,
+    // twice, so the kept joining buffer is reused.
+    let a = open();
+    const LEN: usize = 3 * 4096;
+    let tmem = Region::new(2 * LEN);
+    target(
+        &a,
+        &tmem,
+        MeOptions::OP_PUT | MeOptions::OP_GET | MeOptions::IN_PLACE_REPLY,
+    );
+    let eq = a.eq_alloc(16).unwrap();
+    let data = pattern(LEN, 3);
+    let src = Region::from_bytes(&data);
+    let smd = a
+        .md_bind(MdSpec {
+            region: src,
+            offset: 0,
+            length: LEN as u64,
+            options: MdOptions::IN_PLACE | MdOptions::EVENT_SEND_DISABLE,
+            eq: Some(eq),
+            ct: None,
+        })
+        .unwrap();
+    let land = Region::new(LEN);
+    let lmd = md(&a, &land, Some(eq));
+    for at in [0, LEN] {
+        a.put(&put_args(smd, LEN as u64, to(&a, at as u64)))
+            .unwrap();
+        assert_eq!(next(&a, eq).kind, EventKind::Ack);
+        assert!(tmem.to_vec(at, LEN).unwrap() == data, "put to self at {at}");
+        let get = GetArgs {
+            md: lmd,
+            local_offset: 0,
+            length: LEN as u64,
+            remote: to(&a, at as u64),
+            user_ptr: 1,
+        };
+        a.get(&get).unwrap();
+        assert_eq!(next(&a, eq).kind, EventKind::Reply);
+        assert!(
+            land.to_vec(0, LEN).unwrap() == data,
+            "get from self at {at}"
+        );
+    }
+    assert_eq!(a.interface().transport_stats().datagrams_out, 0);
+}
+
+#[test]
 fn put_and_get_of_64_mib_byte_for_byte() {
     const LEN: usize = 64 << 20;
     let (a, b) = (open(), open());
