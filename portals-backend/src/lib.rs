@@ -18,6 +18,11 @@
 //!
 //! Memory that remote peers access is a [`Region`]: shared, fixed-size bytes that are sound to
 //! access concurrently from the engine and the application.
+//!
+//! Large puts from an `IN_PLACE` memory descriptor and large gets from an `IN_PLACE_REPLY`
+//! entry (rgasnet extensions, [`MdOptions::IN_PLACE`], [`MeOptions::IN_PLACE_REPLY`]) are sent
+//! from their region itself: the engine's [`message::OutMessage`] carries a [`RegionSpan`]
+//! instead of a copy, and the UDP layer gives its address to `sendmsg`.
 // Unsafe code is allowed in one place only, the UDP layer's gathering send from a region's
 // memory (`udp::UdpEndpoint::send_gather_span`); DESIGN.md §9 admits it for the socket layer.
 #![deny(unsafe_code)]
