@@ -562,14 +562,21 @@ fn response_header(
     } else {
         RESPONSE_HEADER_LEN
     });
-    out.push(match h.kind {
+    // Laid out in a stack array and appended once, as `request_header` does: a push per field
+    // checks the vector's capacity every time.
+    let mut head = [0u8; RESPONSE_HEADER_LEN];
+    head[0] = match h.kind {
         ResponseKind::Ack => TAG_ACK,
         ResponseKind::Reply => TAG_REPLY,
-    });
-    out.push(code_of(&FAILS, &h.ni_fail));
-    for v in [h.op_id, h.mlength, h.offset] {
-        out.extend_from_slice(&v.to_le_bytes());
+    };
+    head[1] = code_of(&FAILS, &h.ni_fail);
+    for (slot, v) in head[2..]
+        .chunks_exact_mut(8)
+        .zip([h.op_id, h.mlength, h.offset])
+    {
+        slot.copy_from_slice(&v.to_le_bytes());
     }
+    out.extend_from_slice(&head);
     Ok((out, total))
 }
 
