@@ -122,6 +122,20 @@ fn md(ni: &Ni, region: &Region, eq: Option<EqHandle>) -> rgasnet_portals::engine
     .unwrap()
 }
 
+/// An `IN_PLACE` MD over all of `region` (puts of 4 KiB and more leave from the region itself),
+/// reporting ACKs (not SENDs) to `eq`.
+fn in_place_md(ni: &Ni, region: &Region, eq: EqHandle) -> rgasnet_portals::engine::MdHandle {
+    ni.md_bind(MdSpec {
+        region: region.clone(),
+        offset: 0,
+        length: region.len() as u64,
+        options: MdOptions::IN_PLACE | MdOptions::EVENT_SEND_DISABLE,
+        eq: Some(eq),
+        ct: None,
+    })
+    .unwrap()
+}
+
 fn next(ni: &Ni, eq: EqHandle) -> Event {
     match ni.eq_wait(eq, Some(T)).expect("an event within the bound") {
         EqGet::Event(ev) => ev,
@@ -457,16 +471,7 @@ fn in_place_operations_to_self() {
     let eq = a.eq_alloc(16).unwrap();
     let data = pattern(LEN, 3);
     let src = Region::from_bytes(&data);
-    let smd = a
-        .md_bind(MdSpec {
-            region: src,
-            offset: 0,
-            length: LEN as u64,
-            options: MdOptions::IN_PLACE | MdOptions::EVENT_SEND_DISABLE,
-            eq: Some(eq),
-            ct: None,
-        })
-        .unwrap();
+    let smd = in_place_md(&a, &src, eq);
     let land = Region::new(LEN);
     let lmd = md(&a, &land, Some(eq));
     for at in [0, LEN] {
@@ -554,16 +559,7 @@ fn in_place_puts_arrive_byte_for_byte() {
     let data = pattern(LEN, 9);
     let src = Region::from_bytes(&data);
     let eq = a.eq_alloc(16).unwrap();
-    let smd = a
-        .md_bind(MdSpec {
-            region: src.clone(),
-            offset: 0,
-            length: LEN as u64,
-            options: MdOptions::IN_PLACE | MdOptions::EVENT_SEND_DISABLE,
-            eq: Some(eq),
-            ct: None,
-        })
-        .unwrap();
+    let smd = in_place_md(&a, &src, eq);
     let frag = rgasnet_portals::transport::DEFAULT_FRAGMENT_SIZE;
     let mut at = 0usize;
     for (i, len) in [4096, 4095, 5000, frag - 58, frag, 2 * frag + 1, 1 << 20]
