@@ -215,29 +215,7 @@ impl UdpEndpoint {
     /// dropping would only cost a retransmission timeout later.
     pub fn send_to(&self, buf: &[u8], dest: PhysId) -> Result<(), UdpError> {
         let addr = dest.socket_addr().ok_or(UdpError::BadPeer(dest))?;
-        let limit = Duration::from_secs(1);
-        let mut waited: Option<Instant> = None;
-        loop {
-            match self.sock.send_to(buf, addr) {
-                Ok(_) => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let since = *waited.get_or_insert_with(Instant::now);
-                    let spent = since.elapsed();
-                    if spent >= limit {
-                        return Err(UdpError::SendTimeout(addr, limit));
-                    }
-                    self.poll(PollFlags::POLLOUT, Some(limit - spent))?;
-                }
-                Err(source) => {
-                    return Err(UdpError::Socket {
-                        call: "sendto",
-                        addr,
-                        source,
-                    })
-                }
-            }
-        }
+        self.send_retrying("sendto", addr, || self.sock.send_to(buf, addr).map(|_| ()))
     }
 
     /// Sends one datagram made of `head` followed by `tail` (`sendmsg` with two I/O vectors),
@@ -250,36 +228,17 @@ impl UdpEndpoint {
         let addr = dest.socket_addr().ok_or(UdpError::BadPeer(dest))?;
         let sa = nix::sys::socket::SockaddrIn::from(addr);
         let iov = [io::IoSlice::new(head), io::IoSlice::new(tail)];
-        let limit = Duration::from_secs(1);
-        let mut waited: Option<Instant> = None;
-        loop {
-            let r = nix::sys::socket::sendmsg(
+        self.send_retrying("sendmsg", addr, || {
+            nix::sys::socket::sendmsg(
                 self.sock.as_raw_fd(),
                 &iov,
                 &[],
                 nix::sys::socket::MsgFlags::empty(),
                 Some(&sa),
-            );
-            match r {
-                Ok(_) => return Ok(()),
-                Err(nix::Error::EINTR) => continue,
-                Err(nix::Error::EAGAIN) => {
-                    let since = *waited.get_or_insert_with(Instant::now);
-                    let spent = since.elapsed();
-                    if spent >= limit {
-                        return Err(UdpError::SendTimeout(addr, limit));
-                    }
-                    self.poll(PollFlags::POLLOUT, Some(limit - spent))?;
-                }
-                Err(e) => {
-                    return Err(UdpError::Socket {
-                        call: "sendmsg",
-                        addr,
-                        source: io::Error::from(e),
-                    })
-                }
-            }
-        }
+            )
+            .map(|_| ())
+            .map_err(io::Error::from)
+        })
     }
 
     /// Sends one datagram made of `head` followed by `len` bytes of `span` from byte `from`,
@@ -315,30 +274,47 @@ impl UdpEndpoint {
                 iov_len: len,
             },
         ];
+        // SAFETY: `msghdr` is plain data; every field not set below is valid as zero (no
+        // control data, no flags).
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_name = SockaddrLike::as_ptr(&sa) as *mut libc::c_void;
+        msg.msg_namelen = SockaddrLike::len(&sa);
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = iov.len() as _;
+        self.send_retrying("sendmsg", addr, || {
+            // SAFETY: the address and both I/O vectors point at memory that stays valid for
+            // the call: `sa` and `iov` are locals of the enclosing function, `head` is
+            // borrowed, and the second vector is `len` bytes of `span`'s region (checked by
+            // `raw_bytes`), which the borrowed span keeps alive. The kernel only reads through
+            // them. The region's bytes may be written concurrently by other threads (they are
+            // atomics); the kernel copies whatever it finds, as a NIC reading host memory
+            // would, and no Rust reference to them is formed.
+            let r = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &msg, 0) };
+            if r >= 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            }
+        })
+    }
+
+    /// Runs the send system call `attempt` until it succeeds: again at once when a signal
+    /// interrupted it, and after waiting for room (bounded by one second in all) while the
+    /// socket buffer is full. Any other failure is a typed error naming `call` and `addr`.
+    #[inline(always)]
+    fn send_retrying(
+        &self,
+        call: &'static str,
+        addr: SocketAddrV4,
+        mut attempt: impl FnMut() -> io::Result<()>,
+    ) -> Result<(), UdpError> {
         let limit = Duration::from_secs(1);
         let mut waited: Option<Instant> = None;
         loop {
-            // SAFETY: `msghdr` is plain data; every field not set below is valid as zero (no
-            // control data, no flags).
-            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-            msg.msg_name = SockaddrLike::as_ptr(&sa) as *mut libc::c_void;
-            msg.msg_namelen = SockaddrLike::len(&sa);
-            msg.msg_iov = iov.as_mut_ptr();
-            msg.msg_iovlen = iov.len() as _;
-            // SAFETY: the address and both I/O vectors point at memory that stays valid for
-            // the call: `sa` and `iov` are locals, `head` is borrowed, and the second vector
-            // is `len` bytes of `span`'s region (checked by `raw_bytes`), which the borrowed
-            // span keeps alive. The kernel only reads through them. The region's bytes may be
-            // written concurrently by other threads (they are atomics); the kernel copies
-            // whatever it finds, as a NIC reading host memory would, and no Rust reference to
-            // them is formed.
-            let r = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &msg, 0) };
-            if r >= 0 {
-                return Ok(());
-            }
-            match nix::errno::Errno::last() {
-                nix::Error::EINTR => continue,
-                nix::Error::EAGAIN => {
+            match attempt() {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     let since = *waited.get_or_insert_with(Instant::now);
                     let spent = since.elapsed();
                     if spent >= limit {
@@ -346,13 +322,7 @@ impl UdpEndpoint {
                     }
                     self.poll(PollFlags::POLLOUT, Some(limit - spent))?;
                 }
-                e => {
-                    return Err(UdpError::Socket {
-                        call: "sendmsg",
-                        addr,
-                        source: io::Error::from(e),
-                    })
-                }
+                Err(source) => return Err(UdpError::Socket { call, addr, source }),
             }
         }
     }
