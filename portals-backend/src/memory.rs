@@ -34,6 +34,20 @@ pub struct OutOfBounds {
     pub region_len: u64,
 }
 
+impl OutOfBounds {
+    /// Checks that `[offset, offset + len)` lies inside `0..region_len`.
+    pub fn check(offset: u64, len: u64, region_len: u64) -> Result<(), OutOfBounds> {
+        match offset.checked_add(len) {
+            Some(end) if end <= region_len => Ok(()),
+            _ => Err(OutOfBounds {
+                offset,
+                len,
+                region_len,
+            }),
+        }
+    }
+}
+
 /// A shared, fixed-size, zero-initialised block of bytes that the engine and the application
 /// may both access at any time. Cloning a `Region` clones a reference to the same bytes.
 #[derive(Clone)]
@@ -183,15 +197,7 @@ impl Region {
 
     /// Checks that `[offset, offset + len)` lies inside the region.
     pub fn check(&self, offset: u64, len: u64) -> Result<(), OutOfBounds> {
-        let end = offset.checked_add(len);
-        match end {
-            Some(end) if end <= self.inner.len as u64 => Ok(()),
-            _ => Err(OutOfBounds {
-                offset,
-                len,
-                region_len: self.inner.len as u64,
-            }),
-        }
+        OutOfBounds::check(offset, len, self.inner.len as u64)
     }
 
     /// Copies `dst.len()` bytes starting at `offset` into `dst`.
@@ -452,14 +458,7 @@ impl RegionSpan {
     }
 
     fn sub_check(&self, from: usize, len: usize) -> Result<(), OutOfBounds> {
-        match from.checked_add(len) {
-            Some(end) if end <= self.len => Ok(()),
-            _ => Err(OutOfBounds {
-                offset: from as u64,
-                len: len as u64,
-                region_len: self.len as u64,
-            }),
-        }
+        OutOfBounds::check(from as u64, len as u64, self.len as u64)
     }
 }
 

@@ -92,14 +92,9 @@ impl OutMessage {
         start: usize,
         len: usize,
     ) -> Result<(Option<(usize, usize)>, Option<(usize, usize)>), OutOfBounds> {
-        let end = start.checked_add(len).filter(|&e| e <= self.len());
-        let Some(end) = end else {
-            return Err(OutOfBounds {
-                offset: start as u64,
-                len: len as u64,
-                region_len: self.len() as u64,
-            });
-        };
+        OutOfBounds::check(start as u64, len as u64, self.len() as u64)?;
+        // In range (checked just above), so the sum cannot overflow.
+        let end = start + len;
         let h = self.head.len();
         let in_head = (start < h && len > 0).then(|| (start, end.min(h)));
         let in_body = (end > h).then(|| (start.max(h) - h, end - start.max(h)));

@@ -183,6 +183,22 @@ fn phys(ni: &Ni) -> ProcessId {
     ProcessId::Phys(ni.interface().phys_id())
 }
 
+/// A get of `len` bytes from `remote` into byte `local_offset` of `md` (user pointer 1).
+fn get_args(
+    md: rgasnet_portals::engine::MdHandle,
+    local_offset: u64,
+    len: u64,
+    remote: RemoteAddr,
+) -> GetArgs {
+    GetArgs {
+        md,
+        local_offset,
+        length: len,
+        remote,
+        user_ptr: 1,
+    }
+}
+
 fn put_args(md: rgasnet_portals::engine::MdHandle, len: u64, remote: RemoteAddr) -> PutArgs {
     PutArgs {
         md,
@@ -438,13 +454,7 @@ fn operations_to_self() {
     assert_eq!(tmem.to_vec(56, 200).unwrap(), pattern(200, 9));
     let land = Region::new(256);
     let lmd = md(&a, &land, Some(eq));
-    let get = GetArgs {
-        md: lmd,
-        local_offset: 0,
-        length: 256,
-        remote: to(&a, 0),
-        user_ptr: 1,
-    };
+    let get = get_args(lmd, 0, 256, to(&a, 0));
     a.get(&get).unwrap();
     assert_eq!(next(&a, eq).kind, EventKind::Reply);
     assert_eq!(land.to_vec(0, 256).unwrap(), tmem.to_vec(0, 256).unwrap());
@@ -479,13 +489,7 @@ fn in_place_operations_to_self() {
             .unwrap();
         assert_eq!(next(&a, eq).kind, EventKind::Ack);
         assert!(tmem.to_vec(at, LEN).unwrap() == data, "put to self at {at}");
-        let get = GetArgs {
-            md: lmd,
-            local_offset: 0,
-            length: LEN as u64,
-            remote: to(&a, at as u64),
-            user_ptr: 1,
-        };
+        let get = get_args(lmd, 0, LEN as u64, to(&a, at as u64));
         a.get(&get).unwrap();
         assert_eq!(next(&a, eq).kind, EventKind::Reply);
         assert!(
@@ -599,13 +603,7 @@ fn in_place_replies_arrive_byte_for_byte() {
     let frag = rgasnet_portals::transport::DEFAULT_FRAGMENT_SIZE;
     for len in [4096, 4095, frag - 26, frag, 2 * frag + 1, 1 << 20] {
         let at = (len * 7) % (LEN - len);
-        let get = GetArgs {
-            md: lmd,
-            local_offset: 3,
-            length: len as u64,
-            remote: to(&b, at as u64),
-            user_ptr: 1,
-        };
+        let get = get_args(lmd, 3, len as u64, to(&b, at as u64));
         a.get(&get).unwrap();
         let reply = next(&a, eq);
         assert_eq!(
