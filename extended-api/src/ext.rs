@@ -438,7 +438,7 @@ impl Shared {
         self.acquire_window(call, window, len)?;
         let r = self.acquire_credit(call).and_then(|()| {
             issue().map_err(|source| {
-                // Relaxed: as in `acquire_credit`.
+                // Relaxed: see the `credits` field.
                 self.credits.fetch_sub(1, Ordering::Relaxed);
                 ExtError::Portals { call, source }
             })

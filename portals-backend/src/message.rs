@@ -14,7 +14,7 @@
 use crate::memory::{OutOfBounds, RegionSpan};
 
 /// An outgoing message: owned bytes followed by an optional in-place region span.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct OutMessage {
     head: Vec<u8>,
     body: Option<RegionSpan>,
