@@ -716,6 +716,18 @@ impl Ni {
         self.iface
             .with_engine(|e| e.me_append(self.handle, pt_index, spec, list, user_ptr))
     }
+    /// Puts a match entry at the head of its list ([`Engine::me_prepend`], an rgasnet
+    /// extension).
+    pub fn me_prepend(
+        &self,
+        pt_index: PtIndex,
+        spec: MeSpec,
+        list: ListKind,
+        user_ptr: u64,
+    ) -> PtlResult<MeHandle> {
+        self.iface
+            .with_engine(|e| e.me_prepend(self.handle, pt_index, spec, list, user_ptr))
+    }
     /// Appends a list entry (`PtlLEAppend`).
     pub fn le_append(
         &self,

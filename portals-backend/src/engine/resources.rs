@@ -350,11 +350,43 @@ impl Engine {
         list: ListKind,
         user_ptr: u64,
     ) -> PtlResult<MeHandle> {
-        if self.ni("me_append", ni)?.kind.matching != Matching::Matching {
-            return Err(PtlError::arg(
-                "me_append",
-                "match entries need a matching NI",
-            ));
+        self.me_insert("me_append", ni, pt_index, spec, (list, End::Back), user_ptr)
+    }
+
+    /// Like [`Engine::me_append`], but puts the entry at the *head* of its list (an rgasnet
+    /// extension; Portals 4 only appends). A receive buffer that comes back after its
+    /// auto-unlink is then filled before the entries that waited behind it: messages keep
+    /// landing in the same, still cached, memory instead of cycling through every posted
+    /// buffer.
+    pub fn me_prepend(
+        &mut self,
+        ni: NiHandle,
+        pt_index: PtIndex,
+        spec: MeSpec,
+        list: ListKind,
+        user_ptr: u64,
+    ) -> PtlResult<MeHandle> {
+        self.me_insert(
+            "me_prepend",
+            ni,
+            pt_index,
+            spec,
+            (list, End::Front),
+            user_ptr,
+        )
+    }
+
+    fn me_insert(
+        &mut self,
+        call: &'static str,
+        ni: NiHandle,
+        pt_index: PtIndex,
+        spec: MeSpec,
+        (list, end): (ListKind, End),
+        user_ptr: u64,
+    ) -> PtlResult<MeHandle> {
+        if self.ni(call, ni)?.kind.matching != Matching::Matching {
+            return Err(PtlError::arg(call, "match entries need a matching NI"));
         }
         let entry = EntryState {
             ni,
@@ -373,7 +405,7 @@ impl Engine {
             user_ptr,
             local_offset: 0,
         };
-        self.append("me_append", entry)
+        self.insert(call, entry, end)
     }
 
     /// Appends a list entry to list `list` of portal index `pt_index` on a non-matching NI.
@@ -418,10 +450,10 @@ impl Engine {
             user_ptr,
             local_offset: 0,
         };
-        self.append("le_append", entry)
+        self.insert("le_append", entry, End::Back)
     }
 
-    fn append(&mut self, call: &'static str, entry: EntryState) -> PtlResult<MeHandle> {
+    fn insert(&mut self, call: &'static str, entry: EntryState, end: End) -> PtlResult<MeHandle> {
         let ni = entry.ni;
         check_range(call, &entry.region, entry.offset, entry.length)?;
         if let Some(ct) = entry.ct {
@@ -446,7 +478,11 @@ impl Engine {
         let eq = pt.eq;
         let (ct, options, user_ptr) = (entry.ct, entry.options, entry.user_ptr);
         let h = self.entries.insert(call, entry)?;
-        self.pt_mut(call, ni, pt_index)?.list_mut(list).push(h);
+        let entries = self.pt_mut(call, ni, pt_index)?.list_mut(list);
+        match end {
+            End::Back => entries.push(h),
+            End::Front => entries.insert(0, h),
+        }
         self.ni_mut(call, ni)?.n_entries += 1;
         self.ct_ref(ct, 1);
         if let Some(eq) = eq {
@@ -488,4 +524,13 @@ impl Engine {
         self.ct_ref(e.ct, -1);
         Ok(e)
     }
+}
+
+/// Which end of its list a new entry goes to.
+#[derive(Debug, Clone, Copy)]
+enum End {
+    /// Portals' append.
+    Back,
+    /// [`Engine::me_prepend`].
+    Front,
 }

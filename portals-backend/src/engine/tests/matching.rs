@@ -318,6 +318,56 @@ fn manage_local_packs_and_auto_unlinks_on_min_free() {
 }
 
 #[test]
+fn prepended_entry_is_matched_first() {
+    let mut net = Net::new(2, MATCHING_PHYS);
+    let src = Region::from_bytes(&[3; 8]);
+    let (eq_t, eq_i, md) = setup(&mut net, &src, PtOptions::empty());
+    let blocks: Vec<Region> = (0..3).map(|_| Region::new(64)).collect();
+    let spec = |r: &Region| {
+        let mut s = me_spec(r, 0, quiet(MeOptions::OP_PUT | MeOptions::MANAGE_LOCAL));
+        s.min_free = 8;
+        s
+    };
+    net.me(1, 0, spec(&blocks[0]), ListKind::Priority, 0);
+    net.me(1, 0, spec(&blocks[1]), ListKind::Priority, 1);
+    let (ni1, b2) = (net.ni[1], spec(&blocks[2]));
+    net.e[1]
+        .me_prepend(ni1, 0, b2, ListKind::Priority, 2)
+        .unwrap();
+    // List: 2, 0, 1. Eight 8-byte puts fill block 2 (it unlinks once fewer than min_free
+    // bytes remain), then the next lands in block 0.
+    let mut landed = Vec::new();
+    for _ in 0..9 {
+        assert_eq!(put_acked(&mut net, md, eq_i, 8, 0, 0).ni_fail, NiFail::Ok);
+        landed.extend(
+            net.events(1, eq_t)
+                .iter()
+                .filter(|e| e.kind == EventKind::Put)
+                .map(|e| e.user_ptr),
+        );
+    }
+    assert_eq!(landed, vec![2, 2, 2, 2, 2, 2, 2, 2, 0]);
+    assert_eq!(blocks[2].to_vec(0, 64).unwrap(), vec![3; 64]);
+    assert_eq!(
+        blocks[0].to_vec(0, 16).unwrap(),
+        [vec![3; 8], vec![0; 8]].concat()
+    );
+    assert_eq!(
+        blocks[1].to_vec(0, 64).unwrap(),
+        vec![0; 64],
+        "never reached"
+    );
+    // Prepending follows the append rules: match entries only on a matching NI.
+    let mut other = Net::new(1, NOMATCH_PHYS);
+    let region = Region::new(8);
+    let (ni, spec0) = (other.ni[0], me_spec(&region, 0, MeOptions::OP_PUT));
+    let e = other.e[0]
+        .me_prepend(ni, 0, spec0, ListKind::Priority, 0)
+        .unwrap_err();
+    assert!(e.to_string().contains("me_prepend"), "{e}");
+}
+
+#[test]
 fn truncation_and_no_truncate() {
     let mut net = Net::new(2, MATCHING_PHYS);
     let src = Region::from_bytes(&[9; 16]);
