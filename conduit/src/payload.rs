@@ -74,15 +74,43 @@ pub(crate) struct Body<'a> {
 
 /// Decodes a body against its header.
 pub(crate) fn decode<'a>(h: &AmHeader, body: &'a [u8]) -> Result<Body<'a>, BodyError> {
+    decode_within(h, body, body.len() as u64)
+}
+
+/// Decodes the arguments (and Long offset) of a body of `body_len` bytes whose payload is
+/// left where it is: `prefix` holds exactly the body's first [`prefix_len`] bytes. The
+/// returned payload is empty.
+pub(crate) fn decode_prefix<'a>(
+    h: &AmHeader,
+    prefix: &'a [u8],
+    body_len: u64,
+) -> Result<Body<'a>, BodyError> {
+    if prefix.len() != prefix_len(h.protocol, usize::from(h.argc)) {
+        return Err(BodyError {
+            got: prefix.len() as u64,
+            expected: prefix_len(h.protocol, usize::from(h.argc)) as u64,
+            argc: h.argc,
+            protocol: h.protocol,
+            payload_len: h.payload_len,
+        });
+    }
+    decode_within(h, prefix, body_len)
+}
+
+/// Decodes the start of a body of `total` bytes; `body` holds at least its prefix.
+fn decode_within<'a>(h: &AmHeader, body: &'a [u8], total: u64) -> Result<Body<'a>, BodyError> {
     let expected = body_len(h);
     let err = BodyError {
-        got: body.len() as u64,
+        got: total,
         expected,
         argc: h.argc,
         protocol: h.protocol,
         payload_len: h.payload_len,
     };
-    if body.len() as u64 != expected || usize::from(h.argc) > 16 {
+    if total != expected
+        || usize::from(h.argc) > 16
+        || body.len() < prefix_len(h.protocol, usize::from(h.argc))
+    {
         return Err(err);
     }
     let argc = usize::from(h.argc);
@@ -153,6 +181,21 @@ mod tests {
         encode(&mut buf, Protocol::Short, &[9; 16], None, &[]);
         let b = decode(&hdr(Protocol::Short, 16, 0), &buf).unwrap();
         assert_eq!(&b.args[..b.argc], &[9; 16]);
+    }
+
+    #[test]
+    fn prefix_decodes_like_the_whole_body() {
+        let mut buf = Vec::new();
+        encode(&mut buf, Protocol::Medium, &[5, 6], None, &[7u8; 100]);
+        let h = hdr(Protocol::Medium, 2, 100);
+        let b = decode_prefix(&h, &buf[..8], 108).unwrap();
+        assert_eq!((&b.args[..b.argc], b.payload), (&[5u32, 6][..], &[][..]));
+        // A wrong total or a prefix of the wrong length is refused, as decode refuses.
+        assert_eq!(decode_prefix(&h, &buf[..8], 107).unwrap_err().got, 107);
+        assert_eq!(decode_prefix(&h, &buf[..4], 108).unwrap_err().expected, 8);
+        // More than 16 arguments never decode (the caller sizes the prefix from argc).
+        let wide = hdr(Protocol::Medium, 17, 0);
+        assert!(decode_prefix(&wide, &[0u8; 68], 68).is_err());
     }
 
     #[test]

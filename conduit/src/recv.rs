@@ -28,6 +28,10 @@ use crate::token::Token;
 const POLL_BATCH: usize = 64;
 /// Rounds of network receive + drain per `poll()` call at most.
 const NET_ROUNDS: usize = 64;
+/// Medium payloads of at least this many bytes reach their handler in place in the receive
+/// block ([`Region::with_bytes`]) instead of being copied out first: a copy of a 65,000-byte
+/// payload is a microsecond on each side of a round trip.
+const LEND_MIN: u64 = rgasnet_portals::memory::BULK_COPY_MIN as u64;
 
 thread_local! {
     /// Handlers running on this thread (nested only through self-sends, which are queued, so
@@ -69,6 +73,17 @@ impl Drop for CountOnDrop<'_> {
 struct Block {
     region: Region,
     me: Option<MeHandle>,
+    /// Messages of this block that handlers are reading in place. The block is not posted
+    /// again (where new deposits would overwrite them) until they are all back.
+    lent: u32,
+}
+
+/// A Medium payload left in its receive block for its handler.
+struct Lent {
+    block: usize,
+    region: Region,
+    at: usize,
+    len: usize,
 }
 
 /// A Long AM whose header and data have not both arrived.
@@ -86,6 +101,8 @@ struct Pending {
     args: [u32; 16],
     argc: usize,
     long: Option<(u64, u64)>,
+    /// A payload that stays in its receive block (large Mediums).
+    lent: Option<Lent>,
 }
 
 /// The receive side's bookkeeping.
@@ -108,6 +125,7 @@ impl RecvState {
         self.blocks.push(Block {
             region,
             me: Some(me),
+            lent: 0,
         });
     }
 }
@@ -211,8 +229,9 @@ impl Inner {
         for _ in 0..POLL_BATCH {
             let (work, more) = self.next_work(call, att)?;
             if let Work::Run(p) = work {
-                self.run(att, p, call);
+                let result = self.run(att, p, call);
                 ran += 1;
+                result?;
             }
             if !more {
                 emptied = true;
@@ -264,7 +283,8 @@ impl Inner {
                     b.me = None;
                 }
                 // Every message of the block was copied out when its event was taken (events
-                // come in order, the unlink last), so the block can take new messages now.
+                // come in order, the unlink last), or is lent to a handler, in which case the
+                // last handler to give its message back posts the block.
                 self.repost(&mut rs, att, i).map_err(portals)?;
                 Work::Nothing
             }
@@ -290,7 +310,7 @@ impl Inner {
         let Some(b) = rs.blocks.get_mut(i) else {
             return Ok(());
         };
-        if b.me.is_none() {
+        if b.me.is_none() && b.lent == 0 {
             // At the head of the list: the block just emptied is still in cache, and taking
             // the next messages there keeps the receive path inside one block's worth of
             // memory instead of cycling through all of them (a 65,000-byte Medium ping-pong
@@ -344,6 +364,9 @@ impl Inner {
             self.fatal("an AM arrived in an unknown receive block")
         };
         let region = block.region.clone();
+        if header.protocol == Protocol::Medium && header.payload_len >= LEND_MIN {
+            return self.take_lent(rs, ev, source, &header, region);
+        }
         BODY.with(|buf| {
             let mut buf = buf.borrow_mut();
             // Appended, not zeroed and then overwritten: one pass over a large Medium.
@@ -366,6 +389,7 @@ impl Inner {
                 args: body.args,
                 argc: body.argc,
                 long: None,
+                lent: None,
             };
             match header.protocol {
                 Protocol::Short | Protocol::Medium => {
@@ -403,8 +427,86 @@ impl Inner {
         })
     }
 
+    /// Decodes a large Medium's arguments and leaves its payload in the receive block, lent
+    /// to the handler ([`Inner::run`] gives it back).
+    fn take_lent(
+        &self,
+        rs: &mut RecvState,
+        ev: &Event,
+        source: u32,
+        header: &crate::matchbits::AmHeader,
+        region: Region,
+    ) -> Work {
+        // Sized for the largest argument count; a header claiming more fails decoding.
+        let mut prefix = [0u8; 16 * 4];
+        let prefix_len = payload::prefix_len(Protocol::Medium, usize::from(header.argc).min(16));
+        let start = ev.start as usize;
+        if region.read(start, &mut prefix[..prefix_len]).is_err() {
+            self.fatal("an AM event points outside its receive block");
+        }
+        let body = match payload::decode_prefix(header, &prefix[..prefix_len], ev.mlength) {
+            Ok(b) => b,
+            Err(e) => self.fatal(&format!("rank {source} sent a malformed AM: {e}")),
+        };
+        let block = ev.user_ptr as usize;
+        if let Some(b) = rs.blocks.get_mut(block) {
+            b.lent += 1;
+        }
+        Work::Run(Pending {
+            source,
+            direction: header.direction,
+            protocol: header.protocol,
+            handler: header.handler,
+            args: body.args,
+            argc: body.argc,
+            long: None,
+            lent: Some(Lent {
+                block,
+                region,
+                at: start + prefix_len,
+                len: header.payload_len as usize,
+            }),
+        })
+    }
+
     /// Runs a handler (outside the receive lock).
-    fn run(&self, att: &Attached, p: Pending, _call: &'static str) {
+    fn run(&self, att: &Attached, mut p: Pending, call: &'static str) -> Result<(), AmError> {
+        if let Some(lent) = p.lent.take() {
+            let args = &p.args[..p.argc];
+            let seen = BODY.with(|buf| {
+                let mut buf = buf.borrow_mut();
+                lent.region
+                    .with_bytes(lent.at, lent.len, &mut buf, |payload| {
+                        self.dispatch(
+                            att,
+                            p.source,
+                            p.direction,
+                            Category::Medium,
+                            p.handler,
+                            args,
+                            None,
+                            Some(payload),
+                        )
+                    })
+            });
+            if seen.is_err() {
+                self.fatal("an AM event points outside its receive block");
+            }
+            // Given back, and the block posted again if it unlinked meanwhile.
+            let mut rs = lock(&att.recv);
+            if let Some(b) = rs.blocks.get_mut(lent.block) {
+                b.lent = b.lent.saturating_sub(1);
+            }
+            return self
+                .repost(&mut rs, att, lent.block)
+                .map_err(|source| AmError::Portals { call, source });
+        }
+        self.run_copied(att, p);
+        Ok(())
+    }
+
+    /// Runs a handler whose payload, if any, was copied to `BODY` or lies in the segment.
+    fn run_copied(&self, att: &Attached, p: Pending) {
         let category = match p.protocol {
             Protocol::Short => Category::Short,
             Protocol::Medium => Category::Medium,

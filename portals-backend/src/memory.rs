@@ -88,6 +88,17 @@ pub trait Memory: Send + Sync {
         false
     }
 
+    /// Optional: calls `f` exactly once with the `len` bytes at byte `offset` (already
+    /// checked) seen in place, for storage that can lend a plain byte view of itself, and
+    /// returns `true`; `false` means "not done" and `f` must not have been called. Called only for views of at least [`BULK_COPY_MIN`] bytes.
+    /// The bulk copies' concurrency contract holds for the whole call: nobody writes those
+    /// bytes while the view is lent (an AM receive block lends a delivered message, which no
+    /// deposit touches until the block is posted again).
+    fn lend_bytes(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        let _ = (offset, len, f);
+        false
+    }
+
     /// Optional bulk copy of `len` bytes from byte `src_offset` of `src` (another region's
     /// words, already bounds-checked) to byte `offset` of this memory; see
     /// [`Memory::write_bytes`].
@@ -396,6 +407,33 @@ impl Region {
         Ok(())
     }
 
+    /// Calls `f` with the `len` bytes starting at `offset`: seen in place when the region's
+    /// storage lends them ([`Memory::lend_bytes`], for at least [`BULK_COPY_MIN`] bytes),
+    /// otherwise copied into `scratch` (cleared first) and seen there. A large AM payload
+    /// reaches its handler this way without another copy.
+    pub fn with_bytes<R>(
+        &self,
+        offset: usize,
+        len: usize,
+        scratch: &mut Vec<u8>,
+        mut f: impl FnMut(&[u8]) -> R,
+    ) -> Result<R, OutOfBounds> {
+        self.check(offset as u64, len as u64)?;
+        if len >= BULK_COPY_MIN {
+            let mut out = None;
+            let lent = self
+                .inner
+                .memory
+                .lend_bytes(offset, len, &mut |bytes| out = Some(f(bytes)));
+            if let (true, Some(r)) = (lent, out) {
+                return Ok(r);
+            }
+        }
+        scratch.clear();
+        self.append_to(offset, len, scratch)?;
+        Ok(f(scratch))
+    }
+
     /// Copies `len` bytes starting at `offset` into a new vector.
     pub fn to_vec(&self, offset: usize, len: usize) -> Result<Vec<u8>, OutOfBounds> {
         let mut v = vec![0u8; len];
@@ -572,5 +610,29 @@ mod tests {
         let mut out = Vec::new();
         assert!(r.append_to(8999, 2, &mut out).is_err());
         assert!(out.is_empty(), "nothing appended on a refused range");
+    }
+
+    #[test]
+    fn with_bytes_copies_a_heap_region_into_scratch() {
+        let bytes: Vec<u8> = (0..9000u32).map(|i| (i * 13 + 5) as u8).collect();
+        let r = Region::from_bytes(&bytes);
+        for (off, len) in [(0, 0), (3, 10), (1, 4096), (7, 8993)] {
+            let mut scratch = vec![0xee; 3];
+            let seen = r
+                .with_bytes(off, len, &mut scratch, |b| b.to_vec())
+                .unwrap();
+            assert_eq!(seen, &bytes[off..off + len], "off {off} len {len}");
+            // A heap region cannot lend its words, so the bytes went through `scratch`
+            // (cleared first).
+            assert_eq!(scratch, &bytes[off..off + len]);
+        }
+        let mut scratch = Vec::new();
+        let mut called = false;
+        let e = r.with_bytes(8990, 11, &mut scratch, |_| called = true);
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            OutOfBounds::check(8990, 11, 9000).unwrap_err().to_string()
+        );
+        assert!(!called, "no call on a refused range");
     }
 }

@@ -355,6 +355,30 @@ impl rgasnet_portals::memory::Memory for SegmentMemory {
         true
     }
 
+    fn lend_bytes(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        if cfg!(target_endian = "big") {
+            return false;
+        }
+        let words = self.words();
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > words.len() * 8)
+        {
+            return false;
+        }
+        // SAFETY: the range lies inside the mapped words (checked above), which stay mapped
+        // while `self` is borrowed (the view does not outlive this call), and every byte of
+        // the mapping is initialised. The bytes are `AtomicU64` storage, so a shared byte view
+        // is sound only while nobody writes them: that is the contract above, which
+        // `Memory::lend_bytes` extends to the whole call (the conduit lends a delivered AM
+        // from a receive block that no deposit touches until it is posted again, and only
+        // the conduit posts it).
+        let view =
+            unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>().add(offset), len) };
+        f(view);
+        true
+    }
+
     fn read_bytes(&self, offset: usize, dst: &mut [u8]) -> bool {
         if cfg!(target_endian = "big") {
             return false;
@@ -513,6 +537,31 @@ mod tests {
                 .starts_with("statvfs(/nonexistent-pshm-dir) failed"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn fast_region_lends_large_views_in_place() {
+        let bytes: Vec<u8> = (0..10_000u32).map(|i| (i * 31 + 7) as u8).collect();
+        let r = fast_region(bytes.len()).unwrap();
+        r.write(0, &bytes).unwrap();
+        for (off, len) in [(0, 4096), (5, 9995), (4096, 4097)] {
+            let mut scratch = Vec::new();
+            let seen = r
+                .with_bytes(off, len, &mut scratch, |b| b.to_vec())
+                .unwrap();
+            assert_eq!(seen, &bytes[off..off + len], "off {off} len {len}");
+            if cfg!(target_endian = "little") {
+                assert!(scratch.is_empty(), "seen in place, not copied");
+            }
+        }
+        // Below the bulk threshold the bytes are copied, as every small access is.
+        let mut scratch = Vec::new();
+        let seen = r.with_bytes(9, 100, &mut scratch, |b| b.to_vec()).unwrap();
+        assert_eq!(
+            (seen.as_slice(), scratch.as_slice()),
+            (&bytes[9..109], &bytes[9..109])
+        );
+        assert!(r.with_bytes(9999, 4096, &mut scratch, |_| ()).is_err());
     }
 
     #[test]

@@ -498,13 +498,15 @@ fn threads(c: &Client, st: &Arc<State>, per_thread: u64) -> Result<(), String> {
         joins.push(std::thread::spawn(move || -> Result<(), String> {
             for i in 0..per_thread {
                 let dest = ((me as u64 + t + i) % n as u64) as u32;
-                c.am_request_medium(
-                    dest,
-                    MED_REQ,
-                    &args_for(me, 1),
-                    &pattern(me, (i % 300) as usize),
-                )
-                .map_err(|e| e.to_string())?;
+                // Every fifth payload is large enough to be handed to its handler in place
+                // in the receive block, which four pollers then give back concurrently.
+                let len = if i % 5 == 0 {
+                    4096 + (i % 3000)
+                } else {
+                    i % 300
+                };
+                c.am_request_medium(dest, MED_REQ, &args_for(me, 1), &pattern(me, len as usize))
+                    .map_err(|e| e.to_string())?;
                 if i % 16 == 0 {
                     c.poll().map_err(|e| e.to_string())?;
                 }
