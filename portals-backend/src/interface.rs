@@ -19,62 +19,13 @@ use crate::engine::{
     MdSpec, MeHandle, MeSpec, NiHandle, PutArgs,
 };
 use crate::error::{PtlError, PtlResult};
-use crate::message::Tail;
+use crate::message::{Staged, Tail};
 use crate::stack::Stack;
 use crate::transport::{Transport, TransportConfig};
 use crate::types::{
     CtEvent, ListKind, NiKind, NiLimits, PhysId, ProcessId, PtIndex, PtOptions, SrIndex, Uid,
 };
-use crate::udp::UdpEndpoint;
-
-/// A datagram socket as the driver needs it. [`crate::udp::UdpEndpoint`] is the real one.
-pub trait Link: Send + Sync {
-    /// The address peers reach this link at.
-    fn local_id(&self) -> PhysId;
-    /// Sends one datagram (waiting a bounded time for room in the socket buffer).
-    fn send_to(&self, datagram: &[u8], to: PhysId) -> io::Result<()>;
-    /// Receives one datagram into `buf` without blocking; `None` when nothing is waiting.
-    fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(usize, PhysId)>>;
-    /// Blocks until a datagram may be waiting or `timeout` passes (spurious returns allowed).
-    fn wait_readable(&self, timeout: Duration) -> io::Result<()>;
-    /// Sends one datagram made of `head` followed by `tail`. The default joins them; a link
-    /// that can gather (UDP `sendmsg`) saves copying a large payload.
-    fn send_gather(&self, head: &[u8], tail: Tail<'_>, to: PhysId) -> io::Result<()> {
-        if tail.is_empty() {
-            return self.send_to(head, to);
-        }
-        let mut joined = Vec::with_capacity(head.len() + tail.len());
-        joined.extend_from_slice(head);
-        tail.append_to(&mut joined);
-        self.send_to(&joined, to)
-    }
-}
-
-impl Link for UdpEndpoint {
-    fn local_id(&self) -> PhysId {
-        UdpEndpoint::local_id(self)
-    }
-    fn send_to(&self, datagram: &[u8], to: PhysId) -> io::Result<()> {
-        UdpEndpoint::send_to(self, datagram, to).map_err(io::Error::other)
-    }
-    fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(usize, PhysId)>> {
-        UdpEndpoint::recv(self, buf).map_err(io::Error::other)
-    }
-    fn wait_readable(&self, timeout: Duration) -> io::Result<()> {
-        UdpEndpoint::wait_readable(self, Some(timeout))
-            .map(|_| ())
-            .map_err(io::Error::other)
-    }
-    fn send_gather(&self, head: &[u8], tail: Tail<'_>, to: PhysId) -> io::Result<()> {
-        let sent = match tail {
-            Tail::Bytes(bytes) => UdpEndpoint::send_gather(self, head, bytes, to),
-            Tail::Span { span, from, len } => {
-                UdpEndpoint::send_gather_span(self, head, span, from, len, to)
-            }
-        };
-        sent.map_err(io::Error::other)
-    }
-}
+pub use crate::link::Link;
 
 /// How an interface is built.
 #[derive(Debug, Clone)]
@@ -268,14 +219,80 @@ impl Interface {
     /// Sends every datagram the transport has ready; a large fragment goes from its message
     /// to the socket without a copy into `tx` (a gathering send).
     fn transmit(&self, st: &mut State, now: Instant) {
+        self.transmit_staged(st, now, None);
+    }
+
+    /// [`Interface::transmit`], taking a fragment of the `staged` span from its pieces.
+    fn transmit_staged(&self, st: &mut State, now: Instant, staged: Option<&Staged<'_>>) {
         let State { stack, tx, .. } = st;
         if !stack.transport.wants_transmit() {
             // The common case of an idle poll: spare the empty pass.
             return;
         }
         while let Some((dest, tail)) = stack.transport.poll_transmit_gather(now, tx) {
+            let tail = match (tail, staged) {
+                (Tail::Span { span, from, len }, Some(s)) => {
+                    s.stand_in(span, from, len).unwrap_or(tail)
+                }
+                _ => tail,
+            };
             self.send_datagram(tx, tail, dest);
         }
+    }
+
+    /// [`Ni::put_staged`].
+    fn put_staged(&self, args: &PutArgs, parts: [&[u8]; 2]) -> PtlResult<()> {
+        const CALL: &str = "put_staged";
+        if parts[0].len() + parts[1].len() != args.length as usize {
+            return Err(PtlError::arg(
+                CALL,
+                format!(
+                    "{} + {} bytes staged for a put of {}",
+                    parts[0].len(),
+                    parts[1].len(),
+                    args.length
+                ),
+            ));
+        }
+        let mut st = self.lock();
+        let (region, offset, in_place) = st.stack.engine.put_source(args)?;
+        let staged = Staged {
+            region: &region,
+            offset,
+            parts,
+        };
+        let written = |s: &Staged<'_>| s.write().map_err(|e| PtlError::arg(CALL, e.to_string()));
+        if !in_place {
+            // The engine copies the MD's bytes into the message: they must be there first.
+            written(&staged)?;
+        }
+        st.stack.engine.put(args)?;
+        let now = Instant::now();
+        // The pieces can stand in only for a message that leaves whole, now, in one gathered
+        // datagram to another interface: any other fragment, or a message to this interface
+        // (joined from the region while pumping), reads the region, so it is written first.
+        let local = st.stack.local();
+        let whole = in_place
+            && st.stack.engine.last_outgoing().is_some_and(|(peer, m)| {
+                peer != local
+                    && st.stack.transport.gathers_whole(m.len())
+                    && m.body().is_some_and(|span| {
+                        span.region().same_as(&region)
+                            && span.offset() == offset
+                            && span.len() == staged.len()
+                    })
+            });
+        if in_place && !whole {
+            written(&staged)?;
+        }
+        st.stack.pump(now);
+        self.transmit_staged(&mut st, now, whole.then_some(&staged));
+        if whole {
+            // After the datagram left (or was queued behind a closed window): a
+            // retransmission, or a first transmission that had to wait, reads the region.
+            written(&staged)?;
+        }
+        Ok(())
     }
 
     fn send_datagram(&self, head: &[u8], tail: Tail<'_>, dest: PhysId) {
@@ -751,6 +768,16 @@ impl Ni {
     /// `PtlPut`.
     pub fn put(&self, args: &PutArgs) -> PtlResult<()> {
         self.iface.with_engine(|e| e.put(args))
+    }
+    /// `PtlPut` whose MD bytes `[local_offset, local_offset + length)` are `parts[0]`
+    /// followed by `parts[1]` but not written yet (an rgasnet extension). They are written
+    /// into the MD's region before this returns, as if the caller had written them first; but
+    /// when the put leaves from an [`crate::types::MdOptions::IN_PLACE`] MD in one gathered
+    /// datagram, that datagram is sent from `parts` before the region is written, so the
+    /// target does not wait for the copy. Retransmissions read the region, as for any
+    /// in-place put.
+    pub fn put_staged(&self, args: &PutArgs, parts: [&[u8]; 2]) -> PtlResult<()> {
+        self.iface.put_staged(args, parts)
     }
     /// `PtlPut` of `data` instead of the MD's bytes ([`Engine::put_from`]).
     pub fn put_from(&self, args: &PutArgs, data: &[u8]) -> PtlResult<()> {

@@ -32,6 +32,7 @@ pub mod engine;
 pub mod error;
 pub mod handle;
 pub mod interface;
+pub mod link;
 pub mod memory;
 pub mod message;
 pub mod pool;

@@ -468,6 +468,16 @@ impl RegionSpan {
         self.len
     }
 
+    /// The region the span lies in.
+    pub fn region(&self) -> &Region {
+        &self.region
+    }
+
+    /// First byte of the span in its region.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
     /// Whether the span has no bytes.
     pub fn is_empty(&self) -> bool {
         self.len == 0

@@ -11,7 +11,7 @@
 //!
 //! [`Region`]: crate::memory::Region
 
-use crate::memory::{OutOfBounds, RegionSpan};
+use crate::memory::{OutOfBounds, Region, RegionSpan};
 
 /// An outgoing message: owned bytes followed by an optional in-place region span.
 #[derive(Debug, Clone)]
@@ -123,6 +123,9 @@ pub enum Tail<'a> {
         /// Number of bytes.
         len: usize,
     },
+    /// Two borrowed pieces, sent one after the other: the bytes that stand in for an in-place
+    /// span whose region is not written yet (`Ni::put_staged`).
+    Pair(&'a [u8], &'a [u8]),
 }
 
 impl Tail<'_> {
@@ -134,6 +137,7 @@ impl Tail<'_> {
         match self {
             Tail::Bytes(b) => b.len(),
             Tail::Span { len, .. } => *len,
+            Tail::Pair(a, b) => a.len() + b.len(),
         }
     }
 
@@ -146,11 +150,64 @@ impl Tail<'_> {
     pub fn append_to(&self, out: &mut Vec<u8>) {
         match self {
             Tail::Bytes(b) => out.extend_from_slice(b),
+            Tail::Pair(a, b) => {
+                out.extend_from_slice(a);
+                out.extend_from_slice(b);
+            }
             Tail::Span { span, from, len } => {
                 // Cannot fail: the transport names only ranges inside the span.
                 let _ = span.append_to(*from, *len, out);
             }
         }
+    }
+}
+
+/// The bytes that an in-place span stands for before its region holds them: two borrowed
+/// pieces, one after the other (`Ni::put_staged`). While the call that staged them transmits,
+/// a fragment taken from that span is sent from the pieces instead.
+#[derive(Debug, Clone, Copy)]
+pub struct Staged<'a> {
+    /// The region the span lies in.
+    pub region: &'a Region,
+    /// First byte of the span in the region.
+    pub offset: usize,
+    /// The span's bytes.
+    pub parts: [&'a [u8]; 2],
+}
+
+impl<'a> Staged<'a> {
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.parts[0].len() + self.parts[1].len()
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The staged stand-in for `len` bytes from byte `from` of `span`, if `span` is exactly
+    /// the staged one and the range lies inside it.
+    pub fn stand_in(&self, span: &RegionSpan, from: usize, len: usize) -> Option<Tail<'a>> {
+        if !span.region().same_as(self.region)
+            || span.offset() != self.offset
+            || span.len() != self.len()
+        {
+            return None;
+        }
+        let end = from.checked_add(len).filter(|&e| e <= self.len())?;
+        let [a, b] = self.parts;
+        let first = a.get(from.min(a.len())..end.min(a.len()))?;
+        let second = b.get(from.saturating_sub(a.len())..end.saturating_sub(a.len()))?;
+        Some(Tail::Pair(first, second))
+    }
+
+    /// Writes the pieces into the region, where the span's later readers (retransmissions)
+    /// find them.
+    pub fn write(&self) -> Result<(), OutOfBounds> {
+        self.region.write(self.offset, self.parts[0])?;
+        self.region
+            .write(self.offset + self.parts[0].len(), self.parts[1])
     }
 }
 
@@ -165,6 +222,33 @@ mod tests {
         region.write(50, &all[40..]).unwrap();
         let span = RegionSpan::new(region, 50, 160).unwrap();
         (OutMessage::new(all[..40].to_vec(), Some(span)), all)
+    }
+
+    #[test]
+    fn staged_pieces_stand_in_for_exactly_their_span() {
+        let region = Region::new(300);
+        let all: Vec<u8> = (0..160u8).collect();
+        let staged = Staged {
+            region: &region,
+            offset: 50,
+            parts: [&all[..30], &all[30..]],
+        };
+        let span = RegionSpan::new(region.clone(), 50, 160).unwrap();
+        for (from, len) in [(0, 160), (0, 30), (10, 40), (30, 130), (159, 1), (160, 0)] {
+            let mut out = Vec::new();
+            staged.stand_in(&span, from, len).unwrap().append_to(&mut out);
+            assert_eq!(out, &all[from..from + len], "from {from} len {len}");
+        }
+        assert!(staged.stand_in(&span, 150, 11).is_none(), "past the end");
+        let shifted = RegionSpan::new(region.clone(), 51, 160).unwrap();
+        let shorter = RegionSpan::new(region.clone(), 50, 159).unwrap();
+        let elsewhere = RegionSpan::new(Region::new(300), 50, 160).unwrap();
+        for other in [shifted, shorter, elsewhere] {
+            assert!(staged.stand_in(&other, 0, 10).is_none(), "{other:?}");
+        }
+        assert_eq!(region.to_vec(50, 160).unwrap(), vec![0; 160]);
+        staged.write().unwrap();
+        assert_eq!(region.to_vec(50, 160).unwrap(), all);
     }
 
     #[test]

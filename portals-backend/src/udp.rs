@@ -225,9 +225,19 @@ impl UdpEndpoint {
         if tail.is_empty() {
             return self.send_to(head, dest);
         }
+        self.send_gather_parts([head, tail], dest)
+    }
+
+    /// Sends one datagram made of `parts`, one after the other, like
+    /// [`UdpEndpoint::send_gather`].
+    pub fn send_gather_parts<const N: usize>(
+        &self,
+        parts: [&[u8]; N],
+        dest: PhysId,
+    ) -> Result<(), UdpError> {
         let addr = dest.socket_addr().ok_or(UdpError::BadPeer(dest))?;
         let sa = nix::sys::socket::SockaddrIn::from(addr);
-        let iov = [io::IoSlice::new(head), io::IoSlice::new(tail)];
+        let iov = parts.map(io::IoSlice::new);
         self.send_retrying("sendmsg", addr, || {
             nix::sys::socket::sendmsg(
                 self.sock.as_raw_fd(),

@@ -74,6 +74,26 @@ impl Engine {
         self.start_put("put_from", a, Some(data))
     }
 
+    /// The region and first byte that a put of `a` takes its bytes from, and whether it
+    /// sends them from there in place ([`MdOptions::IN_PLACE`]) rather than from a copy that
+    /// [`Engine::put`] makes. Checks the MD range as `put` does.
+    pub fn put_source(&self, a: &PutArgs) -> PtlResult<(crate::memory::Region, usize, bool)> {
+        self.check_md_range("put", a.md, a.local_offset, a.length)?;
+        let m = self.mds.get("put", a.md)?;
+        let in_place = sends_in_place(m.options, OpKind::Put, a.length, a.ack_req);
+        Ok((
+            m.region.clone(),
+            (m.offset + a.local_offset) as usize,
+            in_place,
+        ))
+    }
+
+    /// The message queued last, with its destination, until the driver takes it
+    /// ([`Engine::poll_outgoing`]).
+    pub fn last_outgoing(&self) -> Option<(PhysId, &OutMessage)> {
+        self.outgoing.back().map(|(peer, m)| (*peer, m))
+    }
+
     fn start_put(&mut self, call: &'static str, a: &PutArgs, data: Option<&[u8]>) -> PtlResult<()> {
         self.start(Issue {
             call,
@@ -347,11 +367,7 @@ impl Engine {
             (Some((md, off)), None) => {
                 let m = self.mds.get(call, md)?;
                 let at = (m.offset + off) as usize;
-                if m.options.contains(MdOptions::IN_PLACE)
-                    && o.length >= IN_PLACE_MIN
-                    && o.ack_req != AckReq::None
-                    && o.kind == OpKind::Put
-                {
+                if sends_in_place(m.options, o.kind, o.length, o.ack_req) {
                     // Sent from the region itself; the MD's owner keeps the bytes until ACK.
                     let span = RegionSpan::new(m.region.clone(), at, o.length as usize)
                         .map_err(|e| PtlError::arg(call, e.to_string()))?;
@@ -544,4 +560,14 @@ impl Engine {
             self.count(ct, ok, bytes);
         }
     }
+}
+
+/// Whether an operation from an MD with `options` leaves from the MD's region in place: a put
+/// from an `IN_PLACE` MD of at least [`IN_PLACE_MIN`] bytes that asks for an ACK (the owner
+/// keeps the bytes until then).
+fn sends_in_place(options: MdOptions, kind: OpKind, length: u64, ack_req: AckReq) -> bool {
+    options.contains(MdOptions::IN_PLACE)
+        && length >= IN_PLACE_MIN
+        && ack_req != AckReq::None
+        && kind == OpKind::Put
 }

@@ -381,6 +381,13 @@ impl Transport {
         self.local
     }
 
+    /// Whether a message of `len` bytes leaves as one fragment whose payload is gathered from
+    /// the message ([`Transport::poll_transmit_gather`] returns it as the datagram's tail)
+    /// instead of being copied into the datagram.
+    pub fn gathers_whole(&self, len: usize) -> bool {
+        len <= self.frag && len >= send::GATHER_MIN
+    }
+
     /// This instance's incarnation.
     pub fn incarnation(&self) -> u64 {
         self.incarnation

@@ -88,7 +88,7 @@ struct TailRef {
 
 /// Smallest fragment worth a gathering send: below it, copying into the datagram is cheaper
 /// than a second I/O vector, and packing several small frames into one datagram matters more.
-const GATHER_MIN: usize = 4096;
+pub(crate) const GATHER_MIN: usize = 4096;
 
 impl SendState {
     pub(crate) fn new(rtt: RttEstimator, now: Instant) -> Self {
