@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use rgasnet_portals::engine::{EqGet, MdHandle, MdSpec, PutArgs, RemoteAddr};
 use rgasnet_portals::memory::BULK_COPY_MIN;
-use rgasnet_portals::{AckReq, EventKind, MdOptions, NiFail, ProcessId, Region};
+use rgasnet_portals::{AckReq, EventKind, MdOptions, NiFail, ProcessId, Region, IN_PLACE_MIN};
 
 use crate::client::{Inner, AM_PT, LONG_DATA_PT, MAX_BODY, MAX_LONG, MAX_MEDIUM};
 use crate::error::AmError;
@@ -317,9 +317,6 @@ impl Inner {
                 return Err(AmError::Portals { call, source });
             }
         };
-        if region.write(0, payload).is_err() {
-            self.fatal("a Long payload outgrew its staging region");
-        }
         let user_ptr = {
             let mut s = lock(&att.send);
             s.next_one_off += 1;
@@ -339,6 +336,8 @@ impl Inner {
             user_ptr,
             hdr_data: op,
         };
+        // The payload is written into the staging region by the put (after its datagram left,
+        // when the data fits one).
         self.issue(
             call,
             att,
@@ -347,6 +346,7 @@ impl Inner {
             Own::Staging(region, md),
             dest,
             true,
+            Some([payload, &[]]),
         )?;
         Ok(op)
     }
@@ -415,18 +415,6 @@ impl Inner {
             self.waited(&mut watch, call, dest);
             self.wait_for_send_resources(call)?;
         };
-        // The slot is ours until its ACK. Encoding happens only now, after any polling above,
-        // because a handler run by that polling may itself send (and use the buffer).
-        let written = ENCODE.with(|buf| {
-            let mut buf = buf.borrow_mut();
-            encode(&mut buf);
-            debug_assert_eq!(buf.len() + tail.len(), body_len);
-            region.write(offset as usize, &buf)?;
-            region.write(offset as usize + buf.len(), tail)
-        });
-        if written.is_err() {
-            self.fatal("send slot outside its buffer");
-        }
         let args = PutArgs {
             md,
             local_offset: offset,
@@ -441,7 +429,33 @@ impl Inner {
             user_ptr,
             hdr_data,
         };
-        self.issue(call, att, user_ptr, args, own, dest, false)
+        // The slot is ours until its ACK. Encoding happens only now, after any polling above,
+        // because a handler run by that polling may itself send (and use the buffer).
+        ENCODE.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            encode(&mut buf);
+            debug_assert_eq!(buf.len() + tail.len(), body_len);
+            if body_len as u64 >= IN_PLACE_MIN {
+                // Written into the slot by the put itself, after its datagram left: the
+                // target need not wait for a copy of a large payload.
+                return self.issue(
+                    call,
+                    att,
+                    user_ptr,
+                    args,
+                    own,
+                    dest,
+                    false,
+                    Some([&buf, tail]),
+                );
+            }
+            if region.write(offset as usize, &buf).is_err()
+                || region.write(offset as usize + buf.len(), tail).is_err()
+            {
+                self.fatal("send slot outside its buffer");
+            }
+            self.issue(call, att, user_ptr, args, own, dest, false, None)
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -454,6 +468,7 @@ impl Inner {
         own: Own,
         dest: u32,
         long_data: bool,
+        staged: Option<[&[u8]; 2]>,
     ) -> Result<(), AmError> {
         lock(&att.send).inflight.insert(
             user_ptr,
@@ -465,7 +480,11 @@ impl Inner {
                 long_data,
             },
         );
-        if let Err(source) = self.am_ni.put(&args) {
+        let put = match staged {
+            Some(parts) => self.am_ni.put_staged(&args, parts),
+            None => self.am_ni.put(&args),
+        };
+        if let Err(source) = put {
             let mut s = lock(&att.send);
             let fl = s.inflight.remove(&user_ptr);
             release_slot(&mut s, user_ptr);
