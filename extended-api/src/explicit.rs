@@ -269,6 +269,12 @@ impl Shared {
                 self.core
                     .ops
                     .complete(u64::from(cell), n - i, rgasnet_portals::NiFail::Dropped);
+                if what == SegOp::PutInPlace {
+                    // The chunks already issued are sent (and resent) from the segment itself:
+                    // the caller may change those bytes once this returns, so wait until they
+                    // are acknowledged or failed. Their outcome is the error's to report.
+                    let _ = h.wait();
+                }
                 return Err(e);
             }
         }
