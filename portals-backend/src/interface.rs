@@ -19,13 +19,13 @@ use crate::engine::{
     MdSpec, MeHandle, MeSpec, NiHandle, PutArgs,
 };
 use crate::error::{PtlError, PtlResult};
+pub use crate::link::Link;
 use crate::message::{Staged, Tail};
 use crate::stack::Stack;
 use crate::transport::{Transport, TransportConfig};
 use crate::types::{
     CtEvent, ListKind, NiKind, NiLimits, PhysId, ProcessId, PtIndex, PtOptions, SrIndex, Uid,
 };
-pub use crate::link::Link;
 
 /// How an interface is built.
 #[derive(Debug, Clone)]
@@ -646,6 +646,14 @@ impl Ni {
     /// themselves ([`Interface::progress`] once, then drain several queues).
     pub fn eq_take(&self, eq: EqHandle) -> PtlResult<EqGet> {
         self.iface.lock().stack.engine.eq_get(eq)
+    }
+    /// [`Ni::eq_take`], also saying whether more events wait after the one taken: a caller
+    /// that drains a queue stops without another look (and another lock) at an empty queue.
+    pub fn eq_take_more(&self, eq: EqHandle) -> PtlResult<(EqGet, bool)> {
+        let mut st = self.iface.lock();
+        let got = st.stack.engine.eq_get(eq)?;
+        let more = !matches!(got, EqGet::Empty) && st.stack.engine.eq_len(eq)? > 0;
+        Ok((got, more))
     }
     /// Waits for the next event (`PtlEQWait`), or `EqEmpty` after `timeout`.
     pub fn eq_wait(&self, eq: EqHandle, timeout: Option<Duration>) -> PtlResult<EqGet> {

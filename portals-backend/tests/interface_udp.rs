@@ -275,6 +275,32 @@ fn operations_to_self() {
 }
 
 #[test]
+fn eq_take_more_says_whether_events_remain() {
+    let a = open();
+    let eq = a.eq_alloc(16).unwrap();
+    let src = Region::new(8);
+    let smd = md(&a, &src, Some(eq));
+    let tmem = Region::new(8);
+    target(&a, &tmem, MeOptions::OP_PUT);
+    // A put to self posts SEND then ACK on `eq` before it returns.
+    a.put(&put_args(smd, 8, to(&a, 0))).unwrap();
+    let kinds = |(got, more): (EqGet, bool)| match got {
+        EqGet::Event(ev) => (Some(ev.kind), more),
+        EqGet::Empty => (None, more),
+        EqGet::Dropped(ev) => panic!("dropped before {ev:?}"),
+    };
+    assert_eq!(
+        kinds(a.eq_take_more(eq).unwrap()),
+        (Some(EventKind::Send), true)
+    );
+    assert_eq!(
+        kinds(a.eq_take_more(eq).unwrap()),
+        (Some(EventKind::Ack), false)
+    );
+    assert_eq!(kinds(a.eq_take_more(eq).unwrap()), (None, false));
+}
+
+#[test]
 fn in_place_operations_to_self() {
     // A message to the interface itself with an in-place body is joined and handled locally,
     // twice, so the kept joining buffer is reused.
