@@ -60,6 +60,10 @@ pub(crate) struct Attached {
     pub(crate) recv: Mutex<RecvState>,
     /// The non-matching NI's list entry over the segment (held for the client's lifetime).
     pub(crate) _rma_le: MeHandle,
+    /// The small send slots (the regions never change, so they live outside the lock).
+    pub(crate) send_small: Region,
+    /// The large send slots.
+    pub(crate) send_large: Region,
     pub(crate) send_small_md: MdHandle,
     pub(crate) send_large_md: MdHandle,
     pub(crate) send_eq: EqHandle,
@@ -349,8 +353,9 @@ impl Client {
                 ct: None,
             })
         };
-        let send_small_md = bind(send.small_region())?;
-        let send_large_md = bind(send.large_region())?;
+        let (send_small, send_large) = (SendState::small_slots(), SendState::large_slots());
+        let send_small_md = bind(&send_small)?;
+        let send_large_md = bind(&send_large)?;
 
         let sizes = inner.boot.allgather(&seg_len.to_le_bytes())?;
         let mut segment_sizes = Vec::with_capacity(sizes.len());
@@ -369,6 +374,8 @@ impl Client {
             send: Mutex::new(send),
             recv: Mutex::new(recv),
             _rma_le: rma_le,
+            send_small,
+            send_large,
             send_small_md,
             send_large_md,
             send_eq,

@@ -194,7 +194,9 @@ impl Inner {
             {
                 break;
             }
-            flush = true;
+            // Only what the round held back needs the flush (another interface lock): every
+            // call the handlers and the draining make (replies, re-posts) transmits itself.
+            flush |= round.pending_transmit;
             let (handled, emptied) = match self.drain_network(call, att) {
                 Ok(n) => n,
                 Err(e) => {
@@ -247,7 +249,8 @@ impl Inner {
     fn next_work(&self, call: &'static str, att: &Attached) -> Result<(Work, bool), AmError> {
         let portals = |source| AmError::Portals { call, source };
         let mut rs = lock(&att.recv);
-        let ev = match self.am_ni.eq_take(att.am_eq).map_err(portals)? {
+        let (got, more) = self.am_ni.eq_take_more(att.am_eq).map_err(portals)?;
+        let ev = match got {
             EqGet::Event(ev) => ev,
             EqGet::Dropped(_) => self.fatal(
                 "incoming active messages were lost (AM event queue overflow); raise GASNET_AM_EVENT_QUEUE_LENGTH",
@@ -259,7 +262,10 @@ impl Inner {
         };
         if ev.ni_fail != NiFail::Ok && ev.kind != EventKind::PtDisabled {
             // Target-side failures are reported to the initiator, which acts on them.
-            return Ok((Work::Nothing, true));
+            if !more {
+                self.recover_flow_control(&mut rs, att).map_err(portals)?;
+            }
+            return Ok((Work::Nothing, more));
         }
         let work = match (ev.kind, ev.pt_index) {
             (EventKind::Put, AM_PT) => self.take_header(&mut rs, att, &ev),
@@ -298,7 +304,11 @@ impl Inner {
             }
             _ => Work::Nothing,
         };
-        Ok((work, true))
+        if !more {
+            // The queue is drained (as when it is found empty): time to recover.
+            self.recover_flow_control(&mut rs, att).map_err(portals)?;
+        }
+        Ok((work, more))
     }
 
     fn repost(
@@ -363,10 +373,12 @@ impl Inner {
         let Some(block) = rs.blocks.get(ev.user_ptr as usize) else {
             self.fatal("an AM arrived in an unknown receive block")
         };
-        let region = block.region.clone();
         if header.protocol == Protocol::Medium && header.payload_len >= LEND_MIN {
+            let region = block.region.clone();
             return self.take_lent(rs, ev, source, &header, region);
         }
+        // Borrowed, not cloned: a clone is two atomic read-modify-writes per message.
+        let region = &block.region;
         BODY.with(|buf| {
             let mut buf = buf.borrow_mut();
             // Appended, not zeroed and then overwritten: one pass over a large Medium.

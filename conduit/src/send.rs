@@ -9,6 +9,7 @@
 //! re-enables meanwhile). The number of slots bounds the AMs in flight; a sender that finds none
 //! free keeps polling, so two ranks flooding each other cannot deadlock.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -59,6 +60,19 @@ struct InFlight {
     long_data: bool,
 }
 
+impl InFlight {
+    /// An AM put to `dest` not yet tried.
+    fn of(args: PutArgs, own: Own, dest: u32) -> InFlight {
+        InFlight {
+            args,
+            attempts: 0,
+            own,
+            dest,
+            long_data: false,
+        }
+    }
+}
+
 /// Registered memory of a put's own, besides the send slots.
 enum Own {
     /// None (the put's bytes are in a send slot).
@@ -71,8 +85,6 @@ enum Own {
 
 /// The send side's bookkeeping.
 pub(crate) struct SendState {
-    small: Region,
-    large: Region,
     free_small: Vec<u32>,
     free_large: Vec<u32>,
     inflight: HashMap<u64, InFlight>,
@@ -89,8 +101,6 @@ thread_local! {
 impl SendState {
     pub(crate) fn new() -> SendState {
         SendState {
-            small: crate::client::buffer_region(SMALL_SLOTS * SMALL_SLOT),
-            large: crate::client::buffer_region(LARGE_SLOTS * LARGE_SLOT),
             free_small: (0..SMALL_SLOTS as u32).rev().collect(),
             free_large: (0..LARGE_SLOTS as u32).rev().collect(),
             inflight: HashMap::new(),
@@ -101,12 +111,14 @@ impl SendState {
         }
     }
 
-    pub(crate) fn small_region(&self) -> &Region {
-        &self.small
+    /// A fresh region for the small send slots.
+    pub(crate) fn small_slots() -> Region {
+        crate::client::buffer_region(SMALL_SLOTS * SMALL_SLOT)
     }
 
-    pub(crate) fn large_region(&self) -> &Region {
-        &self.large
+    /// A fresh region for the large send slots.
+    pub(crate) fn large_slots() -> Region {
+        crate::client::buffer_region(LARGE_SLOTS * LARGE_SLOT)
     }
 
     /// Operations still waiting for their acknowledgement.
@@ -336,18 +348,16 @@ impl Inner {
             user_ptr,
             hdr_data: op,
         };
+        lock(&att.send).inflight.insert(
+            user_ptr,
+            InFlight {
+                long_data: true,
+                ..InFlight::of(args, Own::Staging(region, md), dest)
+            },
+        );
         // The payload is written into the staging region by the put (after its datagram left,
         // when the data fits one).
-        self.issue(
-            call,
-            att,
-            user_ptr,
-            args,
-            Own::Staging(region, md),
-            dest,
-            true,
-            Some([payload, &[]]),
-        )?;
+        self.start_put(call, att, &args, Some([payload, &[]]))?;
         Ok(op)
     }
 
@@ -368,7 +378,22 @@ impl Inner {
         let att = self.attached(call)?;
         let small = body_len <= SMALL_SLOT;
         let mut watch = self.stall_clock();
-        let (md, region, offset, user_ptr, own) = loop {
+        let remote = RemoteAddr {
+            target: ProcessId::Rank(dest),
+            pt_index: AM_PT,
+            match_bits,
+            remote_offset: 0,
+        };
+        let args_at = |md, local_offset, user_ptr| PutArgs {
+            md,
+            local_offset,
+            length: body_len as u64,
+            ack_req: AckReq::Ack,
+            remote,
+            user_ptr,
+            hdr_data,
+        };
+        let (region, args) = loop {
             {
                 let mut s = lock(&att.send);
                 let slot = if small {
@@ -379,17 +404,15 @@ impl Inner {
                 .or_else(|| s.free_large.pop().map(|i| (TAG_LARGE, i)));
                 if let Some((kind, i)) = slot {
                     let (md, region, size) = if kind == TAG_SMALL {
-                        (att.send_small_md, s.small.clone(), SMALL_SLOT)
+                        (att.send_small_md, &att.send_small, SMALL_SLOT)
                     } else {
-                        (att.send_large_md, s.large.clone(), LARGE_SLOT)
+                        (att.send_large_md, &att.send_large, LARGE_SLOT)
                     };
-                    break (
-                        md,
-                        region,
-                        i as u64 * size as u64,
-                        tag(kind, u64::from(i)),
-                        Own::Nothing,
-                    );
+                    let args = args_at(md, i as u64 * size as u64, tag(kind, u64::from(i)));
+                    // Recorded under the same lock that handed out the slot.
+                    s.inflight
+                        .insert(args.user_ptr, InFlight::of(args, Own::Nothing, dest));
+                    break (Cow::Borrowed(region), args);
                 }
                 if in_handler() {
                     // A reply from inside a handler cannot wait (it may not poll): give it a
@@ -409,26 +432,17 @@ impl Inner {
                             ct: None,
                         })
                         .map_err(|source| AmError::Portals { call, source })?;
-                    break (md, region, 0, user_ptr, Own::Md(md));
+                    let args = args_at(md, 0, user_ptr);
+                    lock(&att.send)
+                        .inflight
+                        .insert(user_ptr, InFlight::of(args, Own::Md(md), dest));
+                    break (Cow::Owned(region), args);
                 }
             }
             self.waited(&mut watch, call, dest);
             self.wait_for_send_resources(call)?;
         };
-        let args = PutArgs {
-            md,
-            local_offset: offset,
-            length: body_len as u64,
-            ack_req: AckReq::Ack,
-            remote: RemoteAddr {
-                target: ProcessId::Rank(dest),
-                pt_index: AM_PT,
-                match_bits,
-                remote_offset: 0,
-            },
-            user_ptr,
-            hdr_data,
-        };
+        let offset = args.local_offset;
         // The slot is ours until its ACK. Encoding happens only now, after any polling above,
         // because a handler run by that polling may itself send (and use the buffer).
         ENCODE.with(|buf| {
@@ -438,57 +452,37 @@ impl Inner {
             if body_len as u64 >= IN_PLACE_MIN {
                 // Written into the slot by the put itself, after its datagram left: the
                 // target need not wait for a copy of a large payload.
-                return self.issue(
-                    call,
-                    att,
-                    user_ptr,
-                    args,
-                    own,
-                    dest,
-                    false,
-                    Some([&buf, tail]),
-                );
+                return self.start_put(call, att, &args, Some([&buf, tail]));
             }
             if region.write(offset as usize, &buf).is_err()
                 || region.write(offset as usize + buf.len(), tail).is_err()
             {
                 self.fatal("send slot outside its buffer");
             }
-            self.issue(call, att, user_ptr, args, own, dest, false, None)
+            self.start_put(call, att, &args, None)
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn issue(
+    /// Starts the put of `args`, already recorded in flight (staged: its bytes are given,
+    /// not yet in its slot; [`rgasnet_portals::interface::Ni::put_staged`]). A refused put is
+    /// forgotten again and its memory given back.
+    fn start_put(
         &self,
         call: &'static str,
         att: &crate::client::Attached,
-        user_ptr: u64,
-        args: PutArgs,
-        own: Own,
-        dest: u32,
-        long_data: bool,
+        args: &PutArgs,
         staged: Option<[&[u8]; 2]>,
     ) -> Result<(), AmError> {
-        lock(&att.send).inflight.insert(
-            user_ptr,
-            InFlight {
-                args,
-                attempts: 0,
-                own,
-                dest,
-                long_data,
-            },
-        );
         let put = match staged {
-            Some(parts) => self.am_ni.put_staged(&args, parts),
-            None => self.am_ni.put(&args),
+            Some(parts) => self.am_ni.put_staged(args, parts),
+            None => self.am_ni.put(args),
         };
         if let Err(source) = put {
+            let user_ptr = args.user_ptr;
             let mut s = lock(&att.send);
             let fl = s.inflight.remove(&user_ptr);
             release_slot(&mut s, user_ptr);
-            if long_data {
+            if fl.as_ref().is_some_and(|f| f.long_data) {
                 s.long_data_inflight = s.long_data_inflight.saturating_sub(1);
             }
             drop(s);
@@ -529,11 +523,13 @@ impl Inner {
     /// Takes every acknowledgement waiting on the send EQ and resends what is due.
     pub(crate) fn process_send_events(&self, call: &'static str) -> Result<(), AmError> {
         let att = self.attached(call)?;
-        loop {
-            let got = self
+        let mut more = true;
+        while more {
+            let (got, rest) = self
                 .am_ni
-                .eq_take(att.send_eq)
+                .eq_take_more(att.send_eq)
                 .map_err(|source| AmError::Portals { call, source })?;
+            more = rest;
             let ev = match got {
                 EqGet::Empty => break,
                 EqGet::Event(ev) => ev,
@@ -588,7 +584,8 @@ impl Inner {
             }
         }
         // Resends that are due (the clock is read only when one is queued).
-        if lock(&att.send).resend.is_empty() {
+        // Relaxed: counted under the send lock; a stale zero defers a resend to the next call.
+        if att.resends_queued.load(Ordering::Relaxed) == 0 {
             return Ok(());
         }
         let now = Instant::now();
