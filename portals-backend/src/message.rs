@@ -236,7 +236,10 @@ mod tests {
         let span = RegionSpan::new(region.clone(), 50, 160).unwrap();
         for (from, len) in [(0, 160), (0, 30), (10, 40), (30, 130), (159, 1), (160, 0)] {
             let mut out = Vec::new();
-            staged.stand_in(&span, from, len).unwrap().append_to(&mut out);
+            staged
+                .stand_in(&span, from, len)
+                .unwrap()
+                .append_to(&mut out);
             assert_eq!(out, &all[from..from + len], "from {from} len {len}");
         }
         assert!(staged.stand_in(&span, 150, 11).is_none(), "past the end");
