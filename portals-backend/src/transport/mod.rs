@@ -357,6 +357,7 @@ impl Transport {
                 limit: cfg.max_reassembly_bytes,
                 reserve: cfg.max_message,
                 high_water: 0,
+                spare: Vec::new(),
             },
             cfg,
             local,

@@ -26,7 +26,14 @@ pub(crate) struct Budget {
     pub(crate) reserve: usize,
     /// Highest `used` ever seen.
     pub(crate) high_water: usize,
+    /// The buffer of the last completed reassembly, kept (emptied) for the next one: a large
+    /// message's buffer would otherwise be a fresh allocation of its size, each page of which
+    /// the kernel faults in and zeroes again. Not charged: it holds no message.
+    pub(crate) spare: Vec<u8>,
 }
+
+/// Largest reassembly buffer kept as [`Budget::spare`].
+const SPARE_MAX: usize = 16 << 20;
 
 impl Budget {
     fn try_charge(&mut self, n: usize, keep_reserve: bool) -> bool {
@@ -47,6 +54,21 @@ impl Budget {
 
     fn release(&mut self, n: usize) {
         self.used = self.used.saturating_sub(n);
+    }
+
+    /// An empty buffer with room for `len` bytes: the kept spare when it has any.
+    fn assembly_buffer(&mut self, len: usize) -> Vec<u8> {
+        let mut buf = std::mem::take(&mut self.spare);
+        buf.clear();
+        buf.reserve(len);
+        buf
+    }
+
+    /// Keeps `buf` as the spare if it is the larger one and not too large.
+    fn keep(&mut self, buf: Vec<u8>) {
+        if buf.capacity() <= SPARE_MAX && buf.capacity() > self.spare.capacity() {
+            self.spare = buf;
+        }
     }
 }
 
@@ -280,7 +302,7 @@ impl RecvState {
                         total_len
                     }
                 };
-                let mut buf = Vec::with_capacity(total_len);
+                let mut buf = budget.assembly_buffer(total_len);
                 buf.extend_from_slice(payload.bytes());
                 self.assembly = Some(Assembly {
                     buf,
@@ -307,6 +329,7 @@ impl RecvState {
                     if let Some(a) = self.assembly.take() {
                         budget.release(a.charge);
                         deliver(&a.buf);
+                        budget.keep(a.buf);
                     }
                 }
                 DataOutcome::Accepted
