@@ -612,22 +612,22 @@ impl Inner {
             Category::Long if carried.is_some() => func(&token, args, carried.unwrap_or(&[])),
             Category::Long => {
                 let (offset, len) = long.unwrap_or((0, 0));
-                // The payload is in the segment; hand the handler a copy of it (a reused
-                // buffer: a handler cannot poll, so this cannot be re-entered).
-                LONG.with(|buf| {
+                // The payload is in the segment: the handler reads it there when the segment
+                // can lend a view (GASNet hands Long handlers a pointer into the segment),
+                // else a copy (a reused buffer: a handler cannot poll, so this cannot be
+                // re-entered).
+                let ran = LONG.with(|buf| {
                     let mut buf = buf.borrow_mut();
-                    buf.clear();
-                    if att
-                        .segment
-                        .append_to(offset as usize, len as usize, &mut buf)
-                        .is_err()
-                    {
-                        self.fatal(&format!(
-                            "rank {source} sent a Long AM of {len} bytes at offset {offset}, outside this rank's segment"
-                        ));
-                    }
-                    func(&token, args, &buf)
-                })
+                    att.segment
+                        .with_bytes(offset as usize, len as usize, &mut buf, |payload| {
+                            func(&token, args, payload)
+                        })
+                });
+                if ran.is_err() {
+                    self.fatal(&format!(
+                        "rank {source} sent a Long AM of {len} bytes at offset {offset}, outside this rank's segment"
+                    ));
+                }
             }
         }
     }

@@ -409,8 +409,8 @@ impl Region {
 
     /// Calls `f` with the `len` bytes starting at `offset`: seen in place when the region's
     /// storage lends them ([`Memory::lend_bytes`], for at least [`BULK_COPY_MIN`] bytes),
-    /// otherwise copied into `scratch` (cleared first) and seen there. A large AM payload
-    /// reaches its handler this way without another copy.
+    /// otherwise copied into `scratch` (cleared first) and seen there. `f` is called exactly
+    /// once. A large AM payload reaches its handler this way without another copy.
     pub fn with_bytes<R>(
         &self,
         offset: usize,
@@ -421,11 +421,11 @@ impl Region {
         self.check(offset as u64, len as u64)?;
         if len >= BULK_COPY_MIN {
             let mut out = None;
-            let lent = self
-                .inner
+            self.inner
                 .memory
                 .lend_bytes(offset, len, &mut |bytes| out = Some(f(bytes)));
-            if let (true, Some(r)) = (lent, out) {
+            // Whatever the storage answered, `f` runs at most once (it may be a handler).
+            if let Some(r) = out {
                 return Ok(r);
             }
         }
