@@ -86,10 +86,13 @@ struct Lent {
     len: usize,
 }
 
-/// A Long AM whose header and data have not both arrived.
-enum LongHalf {
-    Data,
-    Header(Pending),
+/// A Long AM whose header and data have not all arrived: the data comes as one or more puts
+/// (the sender cuts it into one-datagram pieces), the header as another.
+#[derive(Default)]
+struct LongParts {
+    /// Data bytes arrived so far.
+    got: u64,
+    header: Option<Pending>,
 }
 
 /// A handler call waiting to run.
@@ -108,7 +111,7 @@ struct Pending {
 /// The receive side's bookkeeping.
 pub(crate) struct RecvState {
     blocks: Vec<Block>,
-    long_halves: HashMap<(u32, u64), LongHalf>,
+    long_halves: HashMap<(u32, u64), LongParts>,
     disabled: [bool; 2],
 }
 
@@ -134,6 +137,8 @@ impl RecvState {
 enum Work {
     Nothing,
     Run(Pending),
+    /// A Long header, to pair with its data (inside `take_header` only).
+    LongHeader(Pending),
 }
 
 impl Client {
@@ -271,17 +276,8 @@ impl Inner {
             (EventKind::Put, AM_PT) => self.take_header(&mut rs, att, &ev),
             (EventKind::Put, LONG_DATA_PT) => {
                 let key = (source_rank(&ev), ev.hdr_data);
-                match rs.long_halves.remove(&key) {
-                    Some(LongHalf::Header(p)) => Work::Run(p),
-                    Some(LongHalf::Data) => self.fatal(&format!(
-                        "rank {} sent Long data twice for operation {}",
-                        key.0, key.1
-                    )),
-                    None => {
-                        rs.long_halves.insert(key, LongHalf::Data);
-                        Work::Nothing
-                    }
-                }
+                rs.long_halves.entry(key).or_default().got += ev.mlength;
+                self.long_complete(&mut rs, key)
             }
             (EventKind::AutoUnlink, AM_PT) => {
                 let i = ev.user_ptr as usize;
@@ -379,7 +375,7 @@ impl Inner {
         }
         // Borrowed, not cloned: a clone is two atomic read-modify-writes per message.
         let region = &block.region;
-        BODY.with(|buf| {
+        let work = BODY.with(|buf| {
             let mut buf = buf.borrow_mut();
             // Appended, not zeroed and then overwritten: one pass over a large Medium.
             buf.clear();
@@ -422,21 +418,50 @@ impl Inner {
                 Protocol::Long => {
                     let offset = body.long_offset.unwrap_or(0);
                     pending.long = Some((offset, header.payload_len));
-                    let key = (source, ev.hdr_data);
-                    match rs.long_halves.remove(&key) {
-                        Some(LongHalf::Data) => Work::Run(pending),
-                        Some(LongHalf::Header(_)) => self.fatal(&format!(
-                            "rank {source} sent a Long header twice for operation {}",
-                            ev.hdr_data
-                        )),
-                        None => {
-                            rs.long_halves.insert(key, LongHalf::Header(pending));
-                            Work::Nothing
-                        }
-                    }
+                    Work::LongHeader(pending)
                 }
             }
-        })
+        });
+        let Work::LongHeader(pending) = work else {
+            return work;
+        };
+        let key = (source, ev.hdr_data);
+        let parts = rs.long_halves.entry(key).or_default();
+        if parts.header.is_some() {
+            self.fatal(&format!(
+                "rank {source} sent a Long header twice for operation {}",
+                ev.hdr_data
+            ));
+        }
+        parts.header = Some(pending);
+        self.long_complete(rs, key)
+    }
+
+    /// The Long AM `key` if its header and all its data have arrived (then forgotten).
+    fn long_complete(&self, rs: &mut RecvState, key: (u32, u64)) -> Work {
+        let Some(parts) = rs.long_halves.get(&key) else {
+            return Work::Nothing;
+        };
+        let Some(need) = parts
+            .header
+            .as_ref()
+            .map(|p| p.long.map_or(0, |(_, len)| len))
+        else {
+            return Work::Nothing;
+        };
+        if parts.got > need {
+            self.fatal(&format!(
+                "rank {} sent {} bytes of Long data for operation {}, whose header announces {need}",
+                key.0, parts.got, key.1
+            ));
+        }
+        if parts.got < need {
+            return Work::Nothing;
+        }
+        match rs.long_halves.remove(&key).and_then(|p| p.header) {
+            Some(p) => Work::Run(p),
+            None => Work::Nothing,
+        }
     }
 
     /// Decodes a large Medium's arguments and leaves its payload in the receive block, lent

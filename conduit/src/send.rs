@@ -14,12 +14,15 @@ use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use hashbrown::HashMap;
 use std::time::{Duration, Instant};
 
 use rgasnet_portals::engine::{EqGet, MdHandle, MdSpec, PutArgs, RemoteAddr};
 use rgasnet_portals::memory::BULK_COPY_MIN;
+use rgasnet_portals::proto::REQUEST_HEADER_LEN;
+use rgasnet_portals::transport::DEFAULT_FRAGMENT_SIZE;
 use rgasnet_portals::{AckReq, EventKind, MdOptions, NiFail, ProcessId, Region, IN_PLACE_MIN};
 
 use crate::client::{Inner, AM_PT, LONG_DATA_PT, MAX_BODY, MAX_LONG, MAX_MEDIUM};
@@ -41,6 +44,8 @@ const LARGE_SLOTS: usize = 64;
 const LARGE_SLOT: usize = MAX_BODY.next_multiple_of(64);
 /// Long-data puts in flight at once.
 const MAX_LONG_DATA: usize = 64;
+/// Bytes of Long data per put: one datagram's worth with the put's header.
+const LONG_CHUNK: usize = DEFAULT_FRAGMENT_SIZE - REQUEST_HEADER_LEN;
 
 const TAG_SMALL: u64 = 0;
 const TAG_LARGE: u64 = 1;
@@ -56,8 +61,6 @@ struct InFlight {
     /// What the put uses besides a send slot, given back when it completes.
     own: Own,
     dest: u32,
-    /// A Long-data put (counts against [`MAX_LONG_DATA`]).
-    long_data: bool,
 }
 
 impl InFlight {
@@ -68,7 +71,6 @@ impl InFlight {
             attempts: 0,
             own,
             dest,
-            long_data: false,
         }
     }
 }
@@ -79,8 +81,16 @@ enum Own {
     Nothing,
     /// A descriptor to release (a one-off reply buffer).
     Md(MdHandle),
-    /// A Long payload's staging region and its descriptor, kept for reuse.
-    Staging(Region, MdHandle),
+    /// A share of a Long payload's staging region, which its data puts (one per datagram)
+    /// hold together; the last one to complete gives it back and ends the operation's count
+    /// against [`MAX_LONG_DATA`].
+    Staging(Arc<Staging>),
+}
+
+/// A Long payload's staging region and its descriptor, kept for reuse.
+struct Staging {
+    region: Region,
+    md: MdHandle,
 }
 
 /// The send side's bookkeeping.
@@ -329,35 +339,61 @@ impl Inner {
                 return Err(AmError::Portals { call, source });
             }
         };
-        let user_ptr = {
+        // One put per datagram: the target deposits each straight from its receive buffer
+        // (a message of several datagrams is first reassembled, another copy of the whole
+        // payload), and each piece is written into the staging region only after it left.
+        // The target counts the bytes of operation `op` until the header's length is there.
+        // The last piece takes the original share, so that no share outlives the pieces here.
+        let mut shared = Some(Arc::new(Staging { region, md }));
+        let pieces = payload.len().div_ceil(LONG_CHUNK).max(1) as u64;
+        let first_tag = {
             let mut s = lock(&att.send);
-            s.next_one_off += 1;
-            tag(TAG_ONE_OFF, s.next_one_off)
+            s.next_one_off += pieces;
+            s.next_one_off - pieces + 1
         };
-        let args = PutArgs {
-            md,
-            local_offset: 0,
-            length: payload.len() as u64,
-            ack_req: AckReq::Ack,
-            remote: RemoteAddr {
-                target: ProcessId::Rank(dest),
-                pt_index: LONG_DATA_PT,
-                match_bits: bits.raw(),
-                remote_offset: offset,
-            },
-            user_ptr,
-            hdr_data: op,
-        };
-        lock(&att.send).inflight.insert(
-            user_ptr,
-            InFlight {
-                long_data: true,
-                ..InFlight::of(args, Own::Staging(region, md), dest)
-            },
-        );
-        // The payload is written into the staging region by the put (after its datagram left,
-        // when the data fits one).
-        self.start_put(call, att, &args, Some([payload, &[]]))?;
+        for (i, piece) in payload.chunks(LONG_CHUNK).enumerate() {
+            let at = (i * LONG_CHUNK) as u64;
+            let user_ptr = tag(TAG_ONE_OFF, first_tag + i as u64);
+            let args = PutArgs {
+                md,
+                local_offset: at,
+                length: piece.len() as u64,
+                ack_req: AckReq::Ack,
+                remote: RemoteAddr {
+                    target: ProcessId::Rank(dest),
+                    pt_index: LONG_DATA_PT,
+                    // Cannot fail: a piece is no longer than the whole, checked above.
+                    match_bits: MatchBits::long_data(piece.len() as u64)
+                        .unwrap_or(bits)
+                        .raw(),
+                    remote_offset: offset + at,
+                },
+                user_ptr,
+                hdr_data: op,
+            };
+            let share = if i as u64 + 1 == pieces {
+                shared.take()
+            } else {
+                shared.clone()
+            };
+            let Some(share) = share else { break };
+            lock(&att.send)
+                .inflight
+                .insert(user_ptr, InFlight::of(args, Own::Staging(share), dest));
+            if let Err(e) = self.start_put(call, att, &args, Some([piece, &[]])) {
+                // The pieces already issued complete on their own, and the last of them (or
+                // this) gives the staging region back. The header is never sent, so no
+                // handler runs.
+                if let Some(share) = shared.take() {
+                    self.give_back(att, Own::Staging(share));
+                }
+                return Err(e);
+            }
+        }
+        if let Some(share) = shared.take() {
+            // No piece was issued (an empty payload): nothing holds the region.
+            self.give_back(att, Own::Staging(share));
+        }
         Ok(op)
     }
 
@@ -482,9 +518,6 @@ impl Inner {
             let mut s = lock(&att.send);
             let fl = s.inflight.remove(&user_ptr);
             release_slot(&mut s, user_ptr);
-            if fl.as_ref().is_some_and(|f| f.long_data) {
-                s.long_data_inflight = s.long_data_inflight.saturating_sub(1);
-            }
             drop(s);
             if let Some(fl) = fl {
                 // The put was refused before it started: nothing uses its memory.
@@ -502,10 +535,19 @@ impl Inner {
         let md = match own {
             Own::Nothing => return,
             Own::Md(md) => md,
-            Own::Staging(region, md) => match att.staging.give(region, md) {
-                None => return,
-                Some((_, md)) => md,
-            },
+            Own::Staging(shared) => {
+                // Exactly one of the pieces' shares gets the staging region back.
+                let Some(Staging { region, md }) = Arc::into_inner(shared) else {
+                    return;
+                };
+                let mut s = lock(&att.send);
+                s.long_data_inflight = s.long_data_inflight.saturating_sub(1);
+                drop(s);
+                match att.staging.give(region, md) {
+                    None => return,
+                    Some((_, md)) => md,
+                }
+            }
         };
         let _ = self.am_ni.md_release(md);
     }
@@ -548,9 +590,6 @@ impl Inner {
                 NiFail::Ok => {
                     let fl = s.inflight.remove(&ev.user_ptr);
                     release_slot(&mut s, ev.user_ptr);
-                    if fl.as_ref().is_some_and(|f| f.long_data) {
-                        s.long_data_inflight = s.long_data_inflight.saturating_sub(1);
-                    }
                     drop(s);
                     if let Some(fl) = fl {
                         // Its only operation completed: its memory is not in use.
