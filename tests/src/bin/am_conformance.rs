@@ -27,7 +27,13 @@ const PROBE: u8 = 136;
 const PROBE_REP: u8 = 137;
 const DONE: u8 = 138;
 const BIG_REPLY_REQ: u8 = 139;
+const FLOOD_LONG: u8 = 140;
 const MAYBE_MISSING: u8 = 200;
+/// Every this many flood messages, one is a Long of [`FLOOD_LONG_LEN`] bytes instead of a
+/// Medium: its data travels as several one-datagram puts that flow control may refuse and
+/// the sender resend, piece by piece.
+const FLOOD_LONG_EVERY: usize = 5;
+const FLOOD_LONG_LEN: usize = 150_000;
 
 /// Bytes per (peer, direction) area of the segment in `basic`.
 const LONG_SIZES: [usize; 5] = [0, 1, 8192, 65_536, MAX_LONG];
@@ -174,20 +180,25 @@ fn handlers(st: &Arc<State>, me: u32, skip_missing: bool, client: Client) -> Vec
         s.replies.fetch_add(1, Ordering::Relaxed);
     })
     .at(LONG_REP);
-    let s = st.clone();
-    let flood = Handler::new("flood", Category::Medium, move |t: &Token, args, p| {
-        let (src, seq) = (t.source() as usize, args[0] as usize);
-        check_payload(&s, "flood", t.source(), p);
-        let mut seen = s.seen.lock().unwrap();
-        match seen.get_mut(src).and_then(|v| v.get_mut(seq)) {
-            Some(slot) if !*slot => *slot = true,
-            Some(_) => s.fail(format!("flood message {seq} from {src} delivered twice")),
-            None => s.fail(format!("flood message {seq} from {src} out of range")),
+    let flood_handler = |s: Arc<State>| {
+        move |t: &Token, args: &[u32], p: &[u8]| {
+            let (src, seq) = (t.source() as usize, args[0] as usize);
+            check_payload(&s, "flood", t.source(), p);
+            let mut seen = s.seen.lock().unwrap();
+            match seen.get_mut(src).and_then(|v| v.get_mut(seq)) {
+                Some(slot) if !*slot => *slot = true,
+                Some(_) => s.fail(format!("flood message {seq} from {src} delivered twice")),
+                None => s.fail(format!("flood message {seq} from {src} out of range")),
+            }
+            s.requests.fetch_add(1, Ordering::Relaxed);
         }
-        s.requests.fetch_add(1, Ordering::Relaxed);
-    })
-    .at(FLOOD)
-    .with_argc(1);
+    };
+    let flood = Handler::new("flood", Category::Medium, flood_handler(st.clone()))
+        .at(FLOOD)
+        .with_argc(1);
+    let flood_long = Handler::new("flood_long", Category::Long, flood_handler(st.clone()))
+        .at(FLOOD_LONG)
+        .with_argc(1);
     let fixed = Handler::new("fixed_argc", Category::Short, |_, _, _| {})
         .at(FIXED_ARGC)
         .with_argc(2);
@@ -254,6 +265,7 @@ fn handlers(st: &Arc<State>, me: u32, skip_missing: bool, client: Client) -> Vec
         long_req,
         long_rep,
         flood,
+        flood_long,
         fixed,
         probe,
         probe_rep,
@@ -371,8 +383,21 @@ fn flood(c: &Client, st: &State, per_sender: usize) -> Result<(), String> {
         }
     } else {
         for seq in 0..per_sender {
-            c.am_request_medium(0, FLOOD, &[seq as u32], &pattern(me, 8000))
+            if seq % FLOOD_LONG_EVERY == 0 {
+                // Into this sender's area of rank 0's segment; every Long carries the same
+                // bytes, so overlapping deposits cannot corrupt what a handler checks.
+                c.am_request_long(
+                    0,
+                    FLOOD_LONG,
+                    &[seq as u32],
+                    &pattern(me, FLOOD_LONG_LEN),
+                    area(me, false),
+                )
                 .map_err(e)?;
+            } else {
+                c.am_request_medium(0, FLOOD, &[seq as u32], &pattern(me, 8000))
+                    .map_err(e)?;
+            }
         }
     }
     // Let senders finish their resends (they need acknowledgements).
