@@ -21,7 +21,7 @@ use crate::handle::{Dest, Kind};
 use crate::ops::Landing;
 
 impl Shared {
-    /// Issues the network puts of an explicit put of `src` (from a bounce lane) reporting to
+    /// Issues the network puts of an explicit put of `src` (through a bounce lane's descriptor) reporting to
     /// cell `cell`. The caller allocated the cell with one completion per chunk.
     fn issue_put_chunks(
         &self,
@@ -49,16 +49,12 @@ impl Shared {
                 self.release_put_bytes(chunk.len() as u64);
                 return Err(e);
             }
-            // In bounds: a chunk is at most PUT_CHUNK, the lane's size.
-            let _ = lane.region.write(0, chunk);
-            let r = self.ni.put(&put_args(
-                lane.md,
-                0,
-                chunk.len(),
-                rank,
-                offset + lo as u64,
-                cell,
-            ));
+            // The chunk goes from `src` into the message (`put_from`): the lane's descriptor
+            // only reports the ACK, so the bytes are copied once, not twice.
+            let r = self.ni.put_from(
+                &put_args(lane.md, 0, chunk.len(), rank, offset + lo as u64, cell),
+                chunk,
+            );
             self.give_lane(lane);
             if let Err(source) = r {
                 self.credits

@@ -54,10 +54,10 @@ pub(crate) const H_MEMSET_REQ: u8 = 16;
 pub(crate) const H_MEMSET_REP: u8 = 17;
 pub(crate) const H_BARRIER: u8 = 18;
 
-/// A bounce buffer for explicit puts: data is copied in, then the network put copies it out
-/// before returning, so a lane is held only for the duration of one `put` call.
+/// A descriptor for explicit puts of the caller's bytes (`Ni::put_from` copies them straight
+/// into the message, so no byte is ever written to the descriptor's region): it reports the
+/// put's ACK, and is held only for the duration of one `put` call.
 pub(crate) struct Lane {
-    pub(crate) region: Region,
     pub(crate) md: MdHandle,
 }
 
@@ -374,9 +374,11 @@ impl Shared {
         if let Some(l) = lock(&self.lanes).pop() {
             return Ok(l);
         }
+        // The region only gives the descriptor its length; an untouched mapping costs no
+        // memory.
         let region = rgasnet::buffer_region(PUT_CHUNK);
         let md = bind_eq(&self.ni, &region, self.xeq).map_err(ExtError::portals(call))?;
-        Ok(Lane { region, md })
+        Ok(Lane { md })
     }
 
     pub(crate) fn give_lane(&self, lane: Lane) {
