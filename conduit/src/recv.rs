@@ -108,6 +108,23 @@ struct Pending {
     lent: Option<Lent>,
 }
 
+impl Pending {
+    /// The handler call a decoded AM asks for (a Long's payload place and a lent payload are
+    /// filled in by the caller).
+    fn of(source: u32, header: &crate::matchbits::AmHeader, body: &payload::Body<'_>) -> Self {
+        Pending {
+            source,
+            direction: header.direction,
+            protocol: header.protocol,
+            handler: header.handler,
+            args: body.args,
+            argc: body.argc,
+            long: None,
+            lent: None,
+        }
+    }
+}
+
 /// The receive side's bookkeeping.
 pub(crate) struct RecvState {
     blocks: Vec<Block>,
@@ -389,16 +406,7 @@ impl Inner {
                 Ok(b) => b,
                 Err(e) => self.fatal(&format!("rank {source} sent a malformed AM: {e}")),
             };
-            let mut pending = Pending {
-                source,
-                direction: header.direction,
-                protocol: header.protocol,
-                handler: header.handler,
-                args: body.args,
-                argc: body.argc,
-                long: None,
-                lent: None,
-            };
+            let mut pending = Pending::of(source, &header, &body);
             match header.protocol {
                 Protocol::Short | Protocol::Medium => {
                     // The payload stays in BODY until the handler has run (run() reads it).
@@ -490,19 +498,13 @@ impl Inner {
             b.lent += 1;
         }
         Work::Run(Pending {
-            source,
-            direction: header.direction,
-            protocol: header.protocol,
-            handler: header.handler,
-            args: body.args,
-            argc: body.argc,
-            long: None,
             lent: Some(Lent {
                 block,
                 region,
                 at: start + prefix_len,
                 len: header.payload_len as usize,
             }),
+            ..Pending::of(source, header, &body)
         })
     }
 

@@ -259,6 +259,18 @@ pub(crate) struct SegmentMemory {
     pub(crate) words: usize,
 }
 
+impl SegmentMemory {
+    /// The words, if `[offset, offset + len)` lies inside them and the bytes may be copied
+    /// as plain memory (little-endian hosts: the Region's byte order is the memory's own).
+    fn bulk_range(&self, offset: usize, len: usize) -> Option<&[AtomicU64]> {
+        let words = rgasnet_portals::memory::Memory::words(self);
+        let inside = offset
+            .checked_add(len)
+            .is_some_and(|end| end <= words.len() * 8);
+        (cfg!(target_endian = "little") && inside).then_some(words)
+    }
+}
+
 impl rgasnet_portals::memory::Memory for SegmentMemory {
     fn words(&self) -> &[AtomicU64] {
         // `first + words` was checked against the mapping when this was built (node.rs), so
@@ -279,16 +291,9 @@ impl rgasnet_portals::memory::Memory for SegmentMemory {
     // Copies of at least `BULK_COPY_MIN` bytes are plain copies in this module for speed;
     // everything else stays atomic.
     fn write_bytes(&self, offset: usize, src: &[u8]) -> bool {
-        if cfg!(target_endian = "big") {
+        let Some(words) = self.bulk_range(offset, src.len()) else {
             return false;
-        }
-        let words = self.words();
-        if offset
-            .checked_add(src.len())
-            .is_none_or(|end| end > words.len() * 8)
-        {
-            return false;
-        }
+        };
         // SAFETY: `[offset, offset + src.len())` lies inside the mapped words (checked just
         // above), which stay mapped while `self` lives. The words are `AtomicU64`, whose
         // `UnsafeCell` allows writing through a pointer derived from a shared reference; `src`
@@ -330,16 +335,9 @@ impl rgasnet_portals::memory::Memory for SegmentMemory {
     }
 
     fn append_bytes(&self, offset: usize, len: usize, out: &mut Vec<u8>) -> bool {
-        if cfg!(target_endian = "big") {
+        let Some(words) = self.bulk_range(offset, len) else {
             return false;
-        }
-        let words = self.words();
-        if offset
-            .checked_add(len)
-            .is_none_or(|end| end > words.len() * 8)
-        {
-            return false;
-        }
+        };
         out.reserve(len);
         let start = out.len();
         // SAFETY: the source range lies inside the mapped words (checked above) and every byte
@@ -356,16 +354,9 @@ impl rgasnet_portals::memory::Memory for SegmentMemory {
     }
 
     fn lend_bytes(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
-        if cfg!(target_endian = "big") {
+        let Some(words) = self.bulk_range(offset, len) else {
             return false;
-        }
-        let words = self.words();
-        if offset
-            .checked_add(len)
-            .is_none_or(|end| end > words.len() * 8)
-        {
-            return false;
-        }
+        };
         // SAFETY: the range lies inside the mapped words (checked above), which stay mapped
         // while `self` is borrowed (the view does not outlive this call), and every byte of
         // the mapping is initialised. The bytes are `AtomicU64` storage, so a shared byte view
@@ -380,16 +371,9 @@ impl rgasnet_portals::memory::Memory for SegmentMemory {
     }
 
     fn read_bytes(&self, offset: usize, dst: &mut [u8]) -> bool {
-        if cfg!(target_endian = "big") {
+        let Some(words) = self.bulk_range(offset, dst.len()) else {
             return false;
-        }
-        let words = self.words();
-        if offset
-            .checked_add(dst.len())
-            .is_none_or(|end| end > words.len() * 8)
-        {
-            return false;
-        }
+        };
         // SAFETY: the source range lies inside the mapped words (checked above) and every byte
         // of the mapping is initialised (zero-filled by ftruncate, written since); `dst` is an
         // exclusive Rust slice, so the ranges cannot overlap. Racing writes to the same bytes
