@@ -19,8 +19,10 @@ const MIN_CLASS: usize = 8 << 10;
 const MAX_CLASS: usize = 16 << 20;
 /// Number of classes: powers of two from [`MIN_CLASS`] to [`MAX_CLASS`].
 const CLASSES: usize = (MAX_CLASS.trailing_zeros() - MIN_CLASS.trailing_zeros() + 1) as usize;
-/// Regions kept per class: a blocking operation needs one, a few in flight a few.
-const PER_CLASS: usize = 4;
+/// Regions kept per class: a blocking operation needs one, a flood of Long active messages as
+/// many as the conduit lets be in flight (16 MiB of 1 MiB payloads: 16). With 4, a flood of
+/// 1 MiB Longs mapped (and faulted in) a fresh region for most messages.
+const PER_CLASS: usize = 32;
 /// Bytes of kept regions at most, so that an idle process pins little memory (two regions of
 /// the largest class).
 const MAX_KEPT_BYTES: usize = 32 << 20;
@@ -155,8 +157,8 @@ mod tests {
             assert!(pool.give(Region::new(8 << 10), md(10 + i)).is_none());
         }
         assert!(pool.give(Region::new(8 << 10), md(99)).is_some());
-        // The byte bound (32 MiB): with 32 KiB kept, one 16 MiB region and three of 4 MiB
-        // fit, a fourth not.
+        // The byte bound (32 MiB): with PER_CLASS regions of 8 KiB kept (at most 256 KiB), one
+        // 16 MiB region and three of 4 MiB fit, a fourth not.
         assert!(pool.give(Region::new(16 << 20), md(20)).is_none());
         for i in 0..3 {
             assert!(pool.give(Region::new(4 << 20), md(21 + i)).is_none());
