@@ -42,8 +42,13 @@ const SMALL_SLOT: usize = 512;
 const LARGE_SLOTS: usize = 64;
 /// Bytes of a large slot.
 const LARGE_SLOT: usize = MAX_BODY.next_multiple_of(64);
-/// Long-data puts in flight at once.
+/// Long operations whose data is in flight at once.
 const MAX_LONG_DATA: usize = 64;
+/// Bytes of Long data in flight at once (one larger payload may go alone). Their staging
+/// regions then come back to the region pool, which keeps up to twice this, instead of each
+/// being a fresh mapping whose pages fault in as the payload is copied (a third of a Long
+/// flood's sending time when it was bounded by operations only).
+const MAX_LONG_DATA_BYTES: usize = 16 << 20;
 /// Bytes of Long data per put: one datagram's worth with the put's header.
 const LONG_CHUNK: usize = DEFAULT_FRAGMENT_SIZE - REQUEST_HEADER_LEN;
 
@@ -91,6 +96,8 @@ enum Own {
 struct Staging {
     region: Region,
     md: MdHandle,
+    /// The payload's length (counted against [`MAX_LONG_DATA_BYTES`]).
+    len: usize,
 }
 
 /// The send side's bookkeeping.
@@ -101,6 +108,8 @@ pub(crate) struct SendState {
     resend: BinaryHeap<Reverse<(Instant, u64)>>,
     next_one_off: u64,
     long_data_inflight: usize,
+    /// Bytes of the Long operations counted by `long_data_inflight`.
+    long_data_bytes: usize,
     next_long_op: u64,
 }
 
@@ -117,6 +126,7 @@ impl SendState {
             resend: BinaryHeap::new(),
             next_one_off: 0,
             long_data_inflight: 0,
+            long_data_bytes: 0,
             next_long_op: 1,
         }
     }
@@ -129,6 +139,12 @@ impl SendState {
     /// A fresh region for the large send slots.
     pub(crate) fn large_slots() -> Region {
         crate::client::buffer_region(LARGE_SLOTS * LARGE_SLOT)
+    }
+
+    /// A Long operation of `len` bytes leaves the bounds on Long data in flight.
+    fn end_long_data(&mut self, len: usize) {
+        self.long_data_inflight = self.long_data_inflight.saturating_sub(1);
+        self.long_data_bytes = self.long_data_bytes.saturating_sub(len);
     }
 
     /// Operations still waiting for their acknowledgement.
@@ -306,8 +322,12 @@ impl Inner {
                 let mut s = lock(&att.send);
                 // A reply from inside a handler cannot wait (it may not poll): it may exceed
                 // the bound, which only limits memory, by the replies in progress.
-                if s.long_data_inflight < MAX_LONG_DATA || in_handler() {
+                let room = s.long_data_inflight < MAX_LONG_DATA
+                    && (s.long_data_bytes == 0
+                        || s.long_data_bytes + payload.len() <= MAX_LONG_DATA_BYTES);
+                if room || in_handler() {
                     s.long_data_inflight += 1;
+                    s.long_data_bytes += payload.len();
                     let op = s.next_long_op;
                     s.next_long_op += 1;
                     break op;
@@ -334,8 +354,7 @@ impl Inner {
             Ok(staged) => staged,
             Err(source) => {
                 // Nothing was issued: the operation leaves the bound again.
-                let mut s = lock(&att.send);
-                s.long_data_inflight = s.long_data_inflight.saturating_sub(1);
+                lock(&att.send).end_long_data(payload.len());
                 return Err(AmError::Portals { call, source });
             }
         };
@@ -344,7 +363,11 @@ impl Inner {
         // payload), and each piece is written into the staging region only after it left.
         // The target counts the bytes of operation `op` until the header's length is there.
         // The last piece takes the original share, so that no share outlives the pieces here.
-        let mut shared = Some(Arc::new(Staging { region, md }));
+        let mut shared = Some(Arc::new(Staging {
+            region,
+            md,
+            len: payload.len(),
+        }));
         let pieces = payload.len().div_ceil(LONG_CHUNK).max(1) as u64;
         let first_tag = {
             let mut s = lock(&att.send);
@@ -537,12 +560,10 @@ impl Inner {
             Own::Md(md) => md,
             Own::Staging(shared) => {
                 // Exactly one of the pieces' shares gets the staging region back.
-                let Some(Staging { region, md }) = Arc::into_inner(shared) else {
+                let Some(Staging { region, md, len }) = Arc::into_inner(shared) else {
                     return;
                 };
-                let mut s = lock(&att.send);
-                s.long_data_inflight = s.long_data_inflight.saturating_sub(1);
-                drop(s);
+                lock(&att.send).end_long_data(len);
                 match att.staging.give(region, md) {
                     None => return,
                     Some((_, md)) => md,
