@@ -296,12 +296,13 @@ impl rgasnet_portals::memory::Memory for SegmentMemory {
         };
         // SAFETY: `[offset, offset + src.len())` lies inside the mapped words (checked just
         // above), which stay mapped while `self` lives. The words are `AtomicU64`, whose
-        // `UnsafeCell` allows writing through a pointer derived from a shared reference; `src`
-        // is a separate Rust slice, so the ranges cannot overlap. Racing accesses to the same
-        // bytes are excluded by the contract above.
+        // `UnsafeCell` allows writing through a pointer derived from a shared reference.
+        // `src` may itself be a view of this mapping (`lend_bytes`: a Long handler that sends
+        // its payload on to its own rank), so the copy is a memmove, correct for overlapping
+        // ranges. Racing accesses to the same bytes are excluded by the contract above.
         unsafe {
             let dst = words.as_ptr().cast::<u8>().cast_mut().add(offset);
-            std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len());
+            std::ptr::copy(src.as_ptr(), dst, src.len());
         }
         true
     }
