@@ -22,7 +22,14 @@
 //! Large puts from an `IN_PLACE` memory descriptor and large gets from an `IN_PLACE_REPLY`
 //! entry (rgasnet extensions, [`MdOptions::IN_PLACE`], [`MeOptions::IN_PLACE_REPLY`]) are sent
 //! from their region itself: the engine's [`message::OutMessage`] carries a [`RegionSpan`]
-//! instead of a copy, and the UDP layer gives its address to `sendmsg`.
+//! instead of a copy, and the UDP layer gives its address to `sendmsg`. Two more rgasnet
+//! extensions serve an active-message layer: [`interface::Ni::put_staged`] sends a put's first
+//! datagram from the caller's bytes and copies them into the descriptor's region only after
+//! it left, and [`interface::Ni::me_prepend`] puts a match entry first on its list (a receive
+//! buffer that comes back is filled again while it is still in cache).
+//! [`Region::with_bytes`] lends a byte view of a region whose storage allows it.
+//!
+//! The datagram link under an interface is the [`link::Link`] trait.
 // Unsafe code is allowed in one place only, the UDP layer's gathering send from a region's
 // memory (`udp::UdpEndpoint::send_gather_span`); DESIGN.md §9 admits it for the socket layer.
 #![deny(unsafe_code)]
