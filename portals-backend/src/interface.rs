@@ -753,6 +753,10 @@ impl Ni {
         self.iface
             .with_engine(|e| e.me_prepend(self.handle, pt_index, spec, list, user_ptr))
     }
+    /// Rewinds a drained `MANAGE_LOCAL` entry ([`Engine::me_rewind`], an rgasnet extension).
+    pub fn me_rewind(&self, me: MeHandle, eq: EqHandle) -> PtlResult<bool> {
+        self.iface.with_engine(|e| e.me_rewind(me, eq))
+    }
     /// Appends a list entry (`PtlLEAppend`).
     pub fn le_append(
         &self,

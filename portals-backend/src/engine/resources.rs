@@ -498,6 +498,29 @@ impl Engine {
         Ok(h)
     }
 
+    /// Rewinds a `MANAGE_LOCAL` match entry to the start of its memory (an rgasnet extension:
+    /// Portals' locally managed offset only advances), if `eq` holds no event: no message
+    /// deposited in the entry is then still to be announced. The caller vouches that it no
+    /// longer reads any message it took from the entry. Returns whether it rewound (`false`
+    /// while `eq` holds events). A receive buffer whose messages have all been consumed is
+    /// thereby filled from its start again, memory still in cache, instead of advancing
+    /// through all of it.
+    pub fn me_rewind(&mut self, me: MeHandle, eq: EqHandle) -> PtlResult<bool> {
+        const CALL: &str = "me_rewind";
+        if !self.eqs.get(CALL, eq)?.events.is_empty() {
+            return Ok(false);
+        }
+        let e = self.entries.get_mut(CALL, me)?;
+        if !e.options.contains(MeOptions::MANAGE_LOCAL) {
+            return Err(PtlError::arg(
+                CALL,
+                "only a MANAGE_LOCAL entry has a local offset",
+            ));
+        }
+        e.local_offset = 0;
+        Ok(true)
+    }
+
     /// Unlinks a match entry (its handle becomes stale). Never `IN_USE`: the engine runs each
     /// target operation to completion inside one call, so no operation is mid-way on it.
     pub fn me_unlink(&mut self, me: MeHandle) -> PtlResult<()> {

@@ -368,6 +368,44 @@ fn prepended_entry_is_matched_first() {
 }
 
 #[test]
+fn a_drained_manage_local_entry_rewinds_to_its_start() {
+    let mut net = Net::new(2, MATCHING_PHYS);
+    let src = Region::from_bytes(&[4; 8]);
+    let (eq_t, eq_i, md) = setup(&mut net, &src, PtOptions::empty());
+    let block = Region::new(64);
+    let mut spec = me_spec(
+        &block,
+        0,
+        quiet(MeOptions::OP_PUT | MeOptions::MANAGE_LOCAL),
+    );
+    spec.min_free = 8;
+    let me = net.me(1, 0, spec, ListKind::Priority, 5);
+    let starts =
+        |net: &mut Net| -> Vec<u64> { net.events(1, eq_t).iter().map(|e| e.start).collect() };
+    for _ in 0..2 {
+        assert_eq!(put_acked(&mut net, md, eq_i, 8, 0, 0).ni_fail, NiFail::Ok);
+    }
+    // Two events wait: no rewind.
+    assert!(!net.e[1].me_rewind(me, eq_t).unwrap());
+    assert_eq!(starts(&mut net), vec![0, 8]);
+    // Drained: the next message lands at the start again.
+    assert!(net.e[1].me_rewind(me, eq_t).unwrap());
+    put_acked(&mut net, md, eq_i, 8, 0, 0);
+    assert_eq!(starts(&mut net), vec![0]);
+    // Only a locally managed entry has an offset to rewind.
+    let plain = Region::new(8);
+    let other = net.me(
+        1,
+        0,
+        me_spec(&plain, 9, quiet(MeOptions::OP_PUT)),
+        ListKind::Priority,
+        6,
+    );
+    let e = net.e[1].me_rewind(other, eq_t).unwrap_err();
+    assert!(e.to_string().contains("MANAGE_LOCAL"), "{e}");
+}
+
+#[test]
 fn truncation_and_no_truncate() {
     let mut net = Net::new(2, MATCHING_PHYS);
     let src = Region::from_bytes(&[9; 16]);
