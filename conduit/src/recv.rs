@@ -28,6 +28,12 @@ use crate::token::Token;
 const POLL_BATCH: usize = 64;
 /// Rounds of network receive + drain per `poll()` call at most.
 const NET_ROUNDS: usize = 64;
+/// A drained receive block that messages have filled this far is rewound to its start
+/// ([`rgasnet_portals::interface::Ni::me_rewind`]), so that traffic keeps landing in the same
+/// cached memory: a 65,000-byte Medium ping-pong otherwise cycles through a whole 1 MiB block
+/// (about 0.5 µs more per deposit). Rarely enough that the rewind's interface lock does not
+/// weigh on small messages.
+const REWIND_MIN: u64 = 32 << 10;
 /// Medium payloads of at least this many bytes reach their handler in place in the receive
 /// block ([`Region::with_bytes`]) instead of being copied out first: a copy of a 65,000-byte
 /// payload is a microsecond on each side of a round trip.
@@ -76,6 +82,8 @@ struct Block {
     /// Messages of this block that handlers are reading in place. The block is not posted
     /// again (where new deposits would overwrite them) until they are all back.
     lent: u32,
+    /// How far into the block the messages taken since it was posted (or rewound) reach.
+    used: u64,
 }
 
 /// A Medium payload left in its receive block for its handler.
@@ -146,6 +154,7 @@ impl RecvState {
             region,
             me: Some(me),
             lent: 0,
+            used: 0,
         });
     }
 }
@@ -290,7 +299,17 @@ impl Inner {
             return Ok((Work::Nothing, more));
         }
         let work = match (ev.kind, ev.pt_index) {
-            (EventKind::Put, AM_PT) => self.take_header(&mut rs, att, &ev),
+            (EventKind::Put, AM_PT) => {
+                if let Some(b) = rs.blocks.get_mut(ev.user_ptr as usize) {
+                    b.used = b.used.max(ev.start.saturating_add(ev.mlength));
+                }
+                let work = self.take_header(&mut rs, att, &ev);
+                if !more {
+                    self.rewind_if_drained(&mut rs, att, ev.user_ptr as usize)
+                        .map_err(portals)?;
+                }
+                work
+            }
             (EventKind::Put, LONG_DATA_PT) => {
                 let key = (source_rank(&ev), ev.hdr_data);
                 rs.long_halves.entry(key).or_default().got += ev.mlength;
@@ -345,7 +364,30 @@ impl Inner {
                 i as u64,
             )?;
             b.me = Some(me);
+            b.used = 0;
             Counters::bump(&self.stats.blocks_reposted);
+        }
+        Ok(())
+    }
+
+    /// Rewinds block `i` to its start if it is posted, has taken at least [`REWIND_MIN`]
+    /// bytes, and lends no message to a handler; the engine rewinds only if no event waits,
+    /// i.e. every message deposited in the block has been taken (copied out, or lent).
+    fn rewind_if_drained(
+        &self,
+        rs: &mut RecvState,
+        att: &Attached,
+        i: usize,
+    ) -> Result<(), rgasnet_portals::PtlError> {
+        let Some(b) = rs.blocks.get_mut(i) else {
+            return Ok(());
+        };
+        let Some(me) = b.me else {
+            return Ok(());
+        };
+        if b.lent == 0 && b.used >= REWIND_MIN && self.am_ni.me_rewind(me, att.am_eq)? {
+            b.used = 0;
+            Counters::bump(&self.stats.blocks_rewound);
         }
         Ok(())
     }
@@ -531,13 +573,15 @@ impl Inner {
             if seen.is_err() {
                 self.fatal("an AM event points outside its receive block");
             }
-            // Given back, and the block posted again if it unlinked meanwhile.
+            // Given back, and the block posted again if it unlinked meanwhile, or rewound if
+            // it is drained.
             let mut rs = lock(&att.recv);
             if let Some(b) = rs.blocks.get_mut(lent.block) {
                 b.lent = b.lent.saturating_sub(1);
             }
             return self
                 .repost(&mut rs, att, lent.block)
+                .and_then(|()| self.rewind_if_drained(&mut rs, att, lent.block))
                 .map_err(|source| AmError::Portals { call, source });
         }
         self.run_copied(att, p);

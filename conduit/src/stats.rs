@@ -10,6 +10,7 @@ pub(crate) struct Counters {
     pub(crate) resends: AtomicU64,
     pub(crate) recoveries: AtomicU64,
     pub(crate) blocks_reposted: AtomicU64,
+    pub(crate) blocks_rewound: AtomicU64,
 }
 
 impl Counters {
@@ -24,6 +25,7 @@ impl Counters {
             resends: self.resends.load(Ordering::Relaxed),
             flow_control_recoveries: self.recoveries.load(Ordering::Relaxed),
             blocks_reposted: self.blocks_reposted.load(Ordering::Relaxed),
+            blocks_rewound: self.blocks_rewound.load(Ordering::Relaxed),
         }
     }
 }
@@ -41,4 +43,6 @@ pub struct AmStats {
     pub flow_control_recoveries: u64,
     /// AM receive blocks re-posted after they filled up.
     pub blocks_reposted: u64,
+    /// Drained AM receive blocks rewound to their start (so that traffic stays in cache).
+    pub blocks_rewound: u64,
 }

@@ -62,6 +62,14 @@ fn flood_forces_flow_control_recovery() {
 }
 
 #[test]
+fn drained_receive_blocks_are_rewound() {
+    // The network path's receive blocks (shared memory has none).
+    let out = job(2, "rewind", &[("RGASNET_PSHM", "0")]);
+    out.assert_success();
+    assert_eq!(out.stdout.matches("rewind ok").count(), 2, "{}", out.stdout);
+}
+
+#[test]
 fn a_send_that_waits_long_for_room_says_so_and_completes() {
     // Rank 1 does not poll for 2.5 s while rank 0 floods it: rank 0's sends run out of room
     // (network flow control, or a full shared-memory queue) and wait; after 1 s rank 0 says so

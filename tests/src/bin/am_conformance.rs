@@ -514,6 +514,37 @@ fn request_flood(
 /// Payload of the replies of `big_reply_req`.
 const BIG_REPLY: usize = 60_000;
 
+/// Rank 0 sends rank 1 large Mediums one at a time, each answered by a large Medium: every
+/// message is read in place and given back with nothing else waiting, so each receive block
+/// is rewound to its start (network path) instead of being filled further. Checks the bytes
+/// (in the handlers) and that both ranks rewound.
+fn rewind(c: &Client, st: &State) -> Result<(), String> {
+    const ROUNDS: u64 = 8;
+    let e = |e: AmError| e.to_string();
+    if c.rank() == 0 {
+        for round in 1..=ROUNDS {
+            c.am_request_medium(1, MED_REQ, &args_for(0, 1), &pattern(0, 60_000))
+                .map_err(e)?;
+            if !poll_until(c, 60, || st.replies.load(Ordering::Relaxed) >= round).map_err(e)? {
+                return Err(format!("reply {round} never arrived"));
+            }
+        }
+    } else if !poll_until(c, 60, || st.requests.load(Ordering::Relaxed) >= ROUNDS).map_err(e)? {
+        return Err("not every request arrived".into());
+    }
+    c.bootstrap().barrier().map_err(|x| x.to_string())?;
+    let rewound = c.stats().blocks_rewound;
+    // Each round leaves a rank's block drained after a 60,000-byte message; allow for a
+    // round whose check met an event still waiting.
+    if rewound < ROUNDS / 2 {
+        return Err(format!(
+            "only {rewound} receive-block rewinds in {ROUNDS} rounds"
+        ));
+    }
+    println!("rank {}: rewind ok: {rewound} rewinds", c.rank());
+    Ok(())
+}
+
 fn threads(c: &Client, st: &Arc<State>, per_thread: u64) -> Result<(), String> {
     let n = c.size();
     let me = c.rank();
@@ -684,6 +715,7 @@ fn main() -> ExitCode {
         // wait for the other there.
         "reply-storm" => request_flood(&c, &st, 300, BIG_REPLY_REQ, "reply storm"),
         "threads" => threads(&c, &st, 500),
+        "rewind" => rewind(&c, &st),
         "stall" => stall(&c, &st, 3000, Duration::from_millis(2500)),
         "errors" => errors(&c, &st),
         "unregistered" => {
