@@ -86,6 +86,32 @@ struct Block {
     used: u64,
 }
 
+/// A lent message, given back to its block by [`GiveBack::give`] or, if its handler unwinds,
+/// when dropped: a panicking handler does not keep its block from ever being posted again.
+struct GiveBack<'a> {
+    att: &'a Attached,
+    block: usize,
+    given: bool,
+}
+
+impl<'a> GiveBack<'a> {
+    /// Gives the message back; returns the receive state, still locked, for what follows.
+    fn give(mut self) -> std::sync::MutexGuard<'a, RecvState> {
+        self.given = true;
+        let mut rs = lock(&self.att.recv);
+        rs.give_back(self.block);
+        rs
+    }
+}
+
+impl Drop for GiveBack<'_> {
+    fn drop(&mut self) {
+        if !self.given {
+            lock(&self.att.recv).give_back(self.block);
+        }
+    }
+}
+
 /// A Medium payload left in its receive block for its handler.
 struct Lent {
     block: usize,
@@ -149,6 +175,13 @@ impl RecvState {
         }
     }
 
+    /// A message lent from block `i` is back.
+    fn give_back(&mut self, i: usize) {
+        if let Some(b) = self.blocks.get_mut(i) {
+            b.lent = b.lent.saturating_sub(1);
+        }
+    }
+
     pub(crate) fn add_block(&mut self, region: Region, me: MeHandle) {
         self.blocks.push(Block {
             region,
@@ -163,8 +196,6 @@ impl RecvState {
 enum Work {
     Nothing,
     Run(Pending),
-    /// A Long header, to pair with its data (inside `take_header` only).
-    LongHeader(Pending),
 }
 
 impl Client {
@@ -434,7 +465,13 @@ impl Inner {
         }
         // Borrowed, not cloned: a clone is two atomic read-modify-writes per message.
         let region = &block.region;
-        let work = BODY.with(|buf| {
+        /// What a header decoded into: work, or a Long header to pair with its data (which
+        /// needs the whole receive state, borrowed here for the block).
+        enum Decoded {
+            Work(Work),
+            LongHeader(Pending),
+        }
+        let decoded = BODY.with(|buf| {
             let mut buf = buf.borrow_mut();
             // Appended, not zeroed and then overwritten: one pass over a large Medium.
             buf.clear();
@@ -452,7 +489,7 @@ impl Inner {
             match header.protocol {
                 Protocol::Short | Protocol::Medium => {
                     // The payload stays in BODY until the handler has run (run() reads it).
-                    Work::Run(pending)
+                    Decoded::Work(Work::Run(pending))
                 }
                 Protocol::LongPacked => {
                     let offset = body.long_offset.unwrap_or(0);
@@ -463,17 +500,18 @@ impl Inner {
                         ));
                     }
                     pending.long = Some((offset, body.payload.len() as u64));
-                    Work::Run(pending)
+                    Decoded::Work(Work::Run(pending))
                 }
                 Protocol::Long => {
                     let offset = body.long_offset.unwrap_or(0);
                     pending.long = Some((offset, header.payload_len));
-                    Work::LongHeader(pending)
+                    Decoded::LongHeader(pending)
                 }
             }
         });
-        let Work::LongHeader(pending) = work else {
-            return work;
+        let pending = match decoded {
+            Decoded::Work(work) => return work,
+            Decoded::LongHeader(pending) => pending,
         };
         let key = (source, ev.hdr_data);
         let parts = rs.long_halves.entry(key).or_default();
@@ -553,6 +591,11 @@ impl Inner {
     /// Runs a handler (outside the receive lock).
     fn run(&self, att: &Attached, mut p: Pending, call: &'static str) -> Result<(), AmError> {
         if let Some(lent) = p.lent.take() {
+            let loan = GiveBack {
+                att,
+                block: lent.block,
+                given: false,
+            };
             let args = &p.args[..p.argc];
             let seen = BODY.with(|buf| {
                 let mut buf = buf.borrow_mut();
@@ -575,10 +618,7 @@ impl Inner {
             }
             // Given back, and the block posted again if it unlinked meanwhile, or rewound if
             // it is drained.
-            let mut rs = lock(&att.recv);
-            if let Some(b) = rs.blocks.get_mut(lent.block) {
-                b.lent = b.lent.saturating_sub(1);
-            }
+            let mut rs = loan.give();
             return self
                 .repost(&mut rs, att, lent.block)
                 .and_then(|()| self.rewind_if_drained(&mut rs, att, lent.block))

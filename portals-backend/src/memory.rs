@@ -88,15 +88,14 @@ pub trait Memory: Send + Sync {
         false
     }
 
-    /// Optional: calls `f` exactly once with the `len` bytes at byte `offset` (already
-    /// checked) seen in place, for storage that can lend a plain byte view of itself, and
-    /// returns `true`; `false` means "not done" and `f` must not have been called. Called only for views of at least [`BULK_COPY_MIN`] bytes.
-    /// The bulk copies' concurrency contract holds for the whole call: nobody writes those
-    /// bytes while the view is lent (an AM receive block lends a delivered message, which no
-    /// deposit touches until the block is posted again).
-    fn lend_bytes(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+    /// Optional: calls `f` once with the `len` bytes at byte `offset` (already checked) seen
+    /// in place, for storage that can lend a plain byte view of itself; storage that cannot
+    /// does not call `f` (the caller then copies). Called only for views of at least
+    /// [`BULK_COPY_MIN`] bytes. The bulk copies' concurrency contract holds for the whole
+    /// call: nobody writes those bytes while the view is lent (an AM receive block lends a
+    /// delivered message, which no deposit touches until the block is posted again).
+    fn lend_bytes(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) {
         let _ = (offset, len, f);
-        false
     }
 
     /// Optional bulk copy of `len` bytes from byte `src_offset` of `src` (another region's
@@ -424,7 +423,7 @@ impl Region {
             self.inner
                 .memory
                 .lend_bytes(offset, len, &mut |bytes| out = Some(f(bytes)));
-            // Whatever the storage answered, `f` runs at most once (it may be a handler).
+            // `f` runs at most once (it may be a handler): here, or on the copy below.
             if let Some(r) = out {
                 return Ok(r);
             }

@@ -354,21 +354,21 @@ impl rgasnet_portals::memory::Memory for SegmentMemory {
         true
     }
 
-    fn lend_bytes(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+    fn lend_bytes(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) {
         let Some(words) = self.bulk_range(offset, len) else {
-            return false;
+            return;
         };
         // SAFETY: the range lies inside the mapped words (checked above), which stay mapped
         // while `self` is borrowed (the view does not outlive this call), and every byte of
         // the mapping is initialised. The bytes are `AtomicU64` storage, so a shared byte view
         // is sound only while nobody writes them: that is the contract above, which
-        // `Memory::lend_bytes` extends to the whole call (the conduit lends a delivered AM
-        // from a receive block that no deposit touches until it is posted again, and only
-        // the conduit posts it).
+        // `Memory::lend_bytes` extends to the whole call. The conduit lends a delivered AM
+        // from a receive block, which no deposit touches until the conduit posts or rewinds
+        // the block again, and a Long payload in the segment, which GASNet's contract leaves
+        // the program not to write while its handler runs.
         let view =
             unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>().add(offset), len) };
         f(view);
-        true
     }
 
     fn read_bytes(&self, offset: usize, dst: &mut [u8]) -> bool {
