@@ -421,6 +421,21 @@ impl Interface {
         self.transmit(&mut st, now);
     }
 
+    /// Sends every acknowledgement held back for later (lazy ACKs, the transport's delayed
+    /// acks) now. For an interface about to stop: its peers need those to finish.
+    pub fn flush_acknowledgements(&self) {
+        let mut st = self.lock();
+        let now = Instant::now();
+        st.stack.release_held(now);
+        st.stack.pump(now);
+        self.transmit(&mut st, now);
+    }
+
+    /// Whether everything this interface sent has been delivered ([`Stack::all_acknowledged`]).
+    pub fn all_acknowledged(&self) -> bool {
+        self.lock().stack.all_acknowledged()
+    }
+
     /// Makes progress until `check` returns `Some`, or `timeout` passes (`None` if it does).
     /// Spins for the configured time, then blocks in the kernel between rounds.
     pub fn wait_for<T>(

@@ -181,6 +181,20 @@ impl Stack {
         }
     }
 
+    /// Sends every acknowledgement held back, lazy ACKs and the transport's own, with the
+    /// next transmit pass (call [`Stack::pump`] and transmit after it): for an interface
+    /// about to stop.
+    pub fn release_held(&mut self, now: Instant) {
+        self.release_lazy(now, None);
+        self.transport.ack_now(now);
+    }
+
+    /// Whether nothing this interface sent still waits for delivery: no message in the
+    /// engine's queues, no lazy ACK held, and every message the transport took acknowledged.
+    pub fn all_acknowledged(&self) -> bool {
+        !self.engine.has_outgoing() && self.lazy.is_empty() && self.transport.all_acknowledged()
+    }
+
     /// Lazy ACKs held back at the moment.
     pub fn lazy_held(&self) -> usize {
         self.lazy.len()

@@ -61,6 +61,11 @@ impl PeerTable {
         self.slots.get_mut(slot)
     }
 
+    /// Every peer, by slot.
+    pub(super) fn all(&self) -> &[Peer] {
+        &self.slots
+    }
+
     /// The peer at `id`, if known.
     pub(super) fn by_id(&self, id: PhysId) -> Option<&Peer> {
         self.find(id).and_then(|slot| self.slots.get(slot))
