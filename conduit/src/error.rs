@@ -195,6 +195,17 @@ pub enum AmError {
         #[source]
         source: rgasnet_pshm::SendError,
     },
+    /// [`crate::Client::quiesce`] (or the client's end) ran out of time with sent messages
+    /// not yet acknowledged.
+    #[error("{call}: {in_flight} active messages (and any unacknowledged puts) not delivered after {waited:?}; a peer stopped polling or has died")]
+    Unacknowledged {
+        /// The call.
+        call: &'static str,
+        /// Active messages still waiting for their acknowledgement.
+        in_flight: usize,
+        /// How long it waited.
+        waited: std::time::Duration,
+    },
     /// The target became unreachable.
     #[error("{call}: rank {rank} is unreachable (no answer within RGASNET_PEER_TIMEOUT)")]
     Unreachable {

@@ -28,6 +28,7 @@ mod am;
 mod client;
 pub mod config;
 pub mod error;
+mod finish;
 pub mod handlers;
 mod internal;
 pub mod matchbits;
@@ -44,6 +45,7 @@ pub use client::{
     buffer_region, Client, Limits, AM_PT, LONG_DATA_PT, MAX_LONG, MAX_MEDIUM, RMA_PT,
 };
 pub use error::{AmError, AttachError, InitError};
+pub use finish::LINGER_QUIET;
 pub use handlers::{Category, Handler, RegisterError};
 pub use recv::in_handler;
 pub use rgasnet_pshm::MappedSegment;

@@ -70,6 +70,28 @@ fn drained_receive_blocks_are_rewound() {
 }
 
 #[test]
+fn a_rank_that_returns_right_after_sending_still_delivers_everything() {
+    // Rank 0 sends 6,000 requests and returns from main at once; on the network most are
+    // still queued behind the transport's window or unacknowledged then, and the client's
+    // end delivers them. `quiesce` with no time left reports them as unacknowledged.
+    for (path, env) in rgasnet_tests::paths(2) {
+        let out = job(2, "leave", env);
+        out.assert_success();
+        assert!(
+            out.stdout.contains("rank 1: leave ok: 6000 requests"),
+            "{path}: {}\n{}",
+            out.stdout,
+            out.stderr
+        );
+        assert!(
+            !out.stderr.contains("undelivered"),
+            "{path}: {}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
 fn a_send_that_waits_long_for_room_says_so_and_completes() {
     // Rank 1 does not poll for 2.5 s while rank 0 floods it: rank 0's sends run out of room
     // (network flow control, or a full shared-memory queue) and wait; after 1 s rank 0 says so

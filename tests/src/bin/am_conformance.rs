@@ -28,6 +28,7 @@ const PROBE_REP: u8 = 137;
 const DONE: u8 = 138;
 const BIG_REPLY_REQ: u8 = 139;
 const FLOOD_LONG: u8 = 140;
+const SINK: u8 = 141;
 const MAYBE_MISSING: u8 = 200;
 /// Every this many flood messages, one is a Long of [`FLOOD_LONG_LEN`] bytes instead of a
 /// Medium: its data travels as several one-datagram puts that flow control may refuse and
@@ -68,6 +69,7 @@ struct State {
     errors_seen: Mutex<Vec<String>>,
     seen: Mutex<Vec<Vec<bool>>>,
     done: AtomicU64,
+    sunk: AtomicU64,
 }
 
 impl State {
@@ -107,7 +109,10 @@ fn check_payload(st: &State, what: &str, src: u32, payload: &[u8]) {
     }
 }
 
-fn handlers(st: &Arc<State>, me: u32, skip_missing: bool, client: Client) -> Vec<Handler> {
+/// The handlers; `client` (for the handler that checks what handlers may not call) is left
+/// out where the client's state must be dropped at the end: a handler holding a clone keeps
+/// it alive.
+fn handlers(st: &Arc<State>, me: u32, skip_missing: bool, client: Option<Client>) -> Vec<Handler> {
     let s = st.clone();
     let short_req = Handler::new("short_req", Category::Short, move |t: &Token, args, _| {
         check_args(&s, "short request", t.source(), args);
@@ -202,28 +207,7 @@ fn handlers(st: &Arc<State>, me: u32, skip_missing: bool, client: Client) -> Vec
     let fixed = Handler::new("fixed_argc", Category::Short, |_, _, _| {})
         .at(FIXED_ARGC)
         .with_argc(2);
-    let s = st.clone();
-    let probe = Handler::new("probe", Category::Short, move |t: &Token, _, _| {
-        // Error checks from inside a request handler.
-        let mut errs = s.errors_seen.lock().unwrap();
-        match t.reply_short(PROBE_REP, &[]) {
-            Ok(()) => {}
-            Err(e) => errs.push(format!("first reply failed: {e}")),
-        }
-        match t.reply_short(PROBE_REP, &[]) {
-            Err(AmError::AlreadyReplied) => errs.push("AlreadyReplied".into()),
-            other => errs.push(format!("second reply gave {other:?}")),
-        }
-        match client.am_request_short(t.source(), SHORT_REQ, &[]) {
-            Err(AmError::InHandler { .. }) => errs.push("RequestInHandler".into()),
-            other => errs.push(format!("request from a handler gave {other:?}")),
-        }
-        match client.poll() {
-            Err(AmError::InHandler { .. }) => errs.push("PollInHandler".into()),
-            other => errs.push(format!("poll from a handler gave {other:?}")),
-        }
-    })
-    .at(PROBE);
+
     let s = st.clone();
     let probe_rep = Handler::new("probe_rep", Category::Short, move |t: &Token, _, _| {
         let mut errs = s.errors_seen.lock().unwrap();
@@ -257,6 +241,11 @@ fn handlers(st: &Arc<State>, me: u32, skip_missing: bool, client: Client) -> Vec
         },
     )
     .at(BIG_REPLY_REQ);
+    let s = st.clone();
+    let sink = Handler::new("sink", Category::Short, move |_, _, _| {
+        s.sunk.fetch_add(1, Ordering::Relaxed);
+    })
+    .at(SINK);
     let mut v = vec![
         short_req,
         short_rep,
@@ -267,15 +256,44 @@ fn handlers(st: &Arc<State>, me: u32, skip_missing: bool, client: Client) -> Vec
         flood,
         flood_long,
         fixed,
-        probe,
         probe_rep,
         done,
         big_reply_req,
+        sink,
     ];
+    if let Some(client) = client {
+        v.push(probe_handler(st, client));
+    }
     if !skip_missing {
         v.push(Handler::new("maybe_missing", Category::Medium, |_, _, _| {}).at(MAYBE_MISSING));
     }
     v
+}
+
+/// A request handler that tries everything a handler may not do and records the errors.
+fn probe_handler(st: &Arc<State>, client: Client) -> Handler {
+    let s = st.clone();
+    Handler::new("probe", Category::Short, move |t: &Token, _, _| {
+        // Error checks from inside a request handler.
+        let mut errs = s.errors_seen.lock().unwrap();
+        match t.reply_short(PROBE_REP, &[]) {
+            Ok(()) => {}
+            Err(e) => errs.push(format!("first reply failed: {e}")),
+        }
+        match t.reply_short(PROBE_REP, &[]) {
+            Err(AmError::AlreadyReplied) => errs.push("AlreadyReplied".into()),
+            other => errs.push(format!("second reply gave {other:?}")),
+        }
+        match client.am_request_short(t.source(), SHORT_REQ, &[]) {
+            Err(AmError::InHandler { .. }) => errs.push("RequestInHandler".into()),
+            other => errs.push(format!("request from a handler gave {other:?}")),
+        }
+        match client.poll() {
+            Err(AmError::InHandler { .. }) => errs.push("PollInHandler".into()),
+            other => errs.push(format!("poll from a handler gave {other:?}")),
+        }
+    })
+    .at(PROBE)
 }
 
 /// Polls until `done()` or the deadline; false on timeout.
@@ -545,6 +563,53 @@ fn rewind(c: &Client, st: &State) -> Result<(), String> {
     Ok(())
 }
 
+/// Requests rank 0 sends before it leaves, per part: far more than the transport's window, so
+/// most are still queued or unacknowledged when its `main` returns.
+const LEAVE_BURST: u64 = 3000;
+
+/// Rank 0 sends a burst of requests to rank 1 and finds `quiesce` with no time refusing with
+/// the count still unacknowledged (on the network); then it sends another burst and returns from `main` at
+/// once, leaving the delivery to the client's end. Rank 1 counts both bursts, exactly.
+fn leave(c: Client, st: &State) -> Result<(), String> {
+    let e = |e: AmError| e.to_string();
+    if c.rank() == 0 {
+        for i in 0..LEAVE_BURST {
+            c.am_request_short(1, SINK, &[]).map_err(e)?;
+            if i == 0 {
+                // The first one needs the peer's address resolved; nothing else waits.
+                c.poll().map_err(e)?;
+            }
+        }
+        // Over shared memory a sent message is already in the target's queue.
+        match (c.quiesce(Duration::ZERO), c.has_remote_peers()) {
+            (Err(AmError::Unacknowledged { in_flight, .. }), true) if in_flight > 0 => {}
+            (Ok(()), false) => {}
+            (other, _) => return Err(format!("quiesce(0) with a burst in flight gave {other:?}")),
+        }
+        for _ in 0..LEAVE_BURST {
+            c.am_request_short(1, SINK, &[]).map_err(e)?;
+        }
+        println!("rank 0: leave: sent {} and left", 2 * LEAVE_BURST);
+        drop(c);
+        return Ok(());
+    }
+    let want = 2 * LEAVE_BURST;
+    let all = poll_until(&c, 60, || st.sunk.load(Ordering::Relaxed) >= want).map_err(e)?;
+    // Anything more would be a duplicate; give it a moment to show up.
+    let linger = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < linger {
+        c.poll().map_err(e)?;
+    }
+    let got = st.sunk.load(Ordering::Relaxed);
+    if !all || got != want {
+        return Err(format!(
+            "{got} of the {want} requests rank 0 sent before leaving arrived"
+        ));
+    }
+    println!("rank 1: leave ok: {got} requests");
+    Ok(())
+}
+
 fn threads(c: &Client, st: &Arc<State>, per_thread: u64) -> Result<(), String> {
     let n = c.size();
     let me = c.rank();
@@ -702,9 +767,22 @@ fn main() -> ExitCode {
         Some(s) => s,
         None => 2 * SLICE * n,
     };
-    if let Err(e) = c.attach(seg, handlers(&st, me, skip, c.clone())) {
+    // The modes that end by dropping the client must not keep its state alive from a handler.
+    let prober = (mode != "leave").then(|| c.clone());
+    if let Err(e) = c.attach(seg, handlers(&st, me, skip, prober)) {
         eprintln!("am_conformance: rank {me}: attach: {e}");
         return ExitCode::from(2);
+    }
+    if mode == "leave" {
+        // No closing handshake: rank 0 returns right after sending, and its client's end
+        // must still deliver everything.
+        return match leave(c, &st) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("am_conformance: rank {me}: leave FAILED: {e}");
+                ExitCode::from(1)
+            }
+        };
     }
     let r = match mode.as_str() {
         "basic" => basic(&c, &st),

@@ -1,0 +1,102 @@
+//! Leaving a job without losing what this rank sent.
+//!
+//! A put leaves this process only when the transport's window to its target has room, and it
+//! is resent until acknowledged; a refused active message is resent after the target's flow
+//! control recovers. A rank that returns from `main` right after sending (its arrival at the
+//! last barrier, the tail of a flood) may therefore still hold messages that its peers wait
+//! for, and its peers may wait for acknowledgements it holds back to ride on later traffic.
+//! [`Client::quiesce`] polls until everything this rank sent is acknowledged (an active
+//! message by its Portals ACK, which also reports a refusal to resend), sends every
+//! acknowledgement it held back, and lingers until its peers have been quiet for
+//! [`LINGER_QUIET`], answering what still comes (a retransmission whose ack was lost). The
+//! client's state runs it when its last handle goes away, bounded by `RGASNET_PEER_TIMEOUT`.
+
+use std::time::{Duration, Instant};
+
+use crate::client::{Client, Inner};
+use crate::error::AmError;
+use crate::recv::in_handler;
+
+/// How long the peers must have sent nothing before a quiesced rank may leave: twice the
+/// transport's smallest retransmission timeout, so that a datagram whose ack was lost comes
+/// back once while this rank still answers.
+pub const LINGER_QUIET: Duration = Duration::from_millis(10);
+
+impl Client {
+    /// Waits, polling, until everything this rank sent over the network has been
+    /// acknowledged by its target, then sends the acknowledgements it holds back and lingers
+    /// until the peers are quiet (see the module docs). Handlers keep running meanwhile.
+    ///
+    /// Dropping the last handle of the client does this too (bounded by
+    /// `RGASNET_PEER_TIMEOUT`, with a warning on standard error if it runs out); call it
+    /// yourself when handlers hold clones of the client (the state is then never dropped) or
+    /// to bound the wait differently. An error says how many active messages were still
+    /// unacknowledged when `timeout` ran out.
+    pub fn quiesce(&self, timeout: Duration) -> Result<(), AmError> {
+        if in_handler() {
+            return Err(AmError::InHandler { call: "quiesce" });
+        }
+        self.inner.quiesce(timeout)
+    }
+}
+
+impl Inner {
+    pub(crate) fn quiesce(&self, timeout: Duration) -> Result<(), AmError> {
+        const CALL: &str = "quiesce";
+        let Some(att) = self.attached.get() else {
+            return Ok(());
+        };
+        if !self.net_peers {
+            // Shared-memory messages are in the target's queue once sent.
+            return Ok(());
+        }
+        let iface = self.am_ni.interface();
+        let start = Instant::now();
+        let mut seen_in = None;
+        let mut quiet_since: Option<Instant> = None;
+        loop {
+            self.poll_internal(CALL)?;
+            let in_flight = crate::send::lock(&att.send).in_flight();
+            let now = Instant::now();
+            if in_flight > 0 || !iface.all_acknowledged() {
+                quiet_since = None;
+                if now.duration_since(start) >= timeout {
+                    return Err(AmError::Unacknowledged {
+                        call: CALL,
+                        in_flight,
+                        waited: timeout,
+                    });
+                }
+                continue;
+            }
+            // Everything sent is delivered. Answer what came in since the last look.
+            let came_in = iface.transport_stats().datagrams_in;
+            if seen_in != Some(came_in) {
+                seen_in = Some(came_in);
+                iface.flush_acknowledgements();
+                quiet_since = Some(now);
+            }
+            let quiet = quiet_since.map_or(Duration::ZERO, |q| now.duration_since(q));
+            if quiet >= LINGER_QUIET || now.duration_since(start) >= timeout {
+                return Ok(());
+            }
+            // Lingering costs no core: peers that still talk are answered within a sleep.
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let bound = Duration::from_secs(self.config.peer_timeout_secs.max(1));
+        if let Err(e) = self.quiesce(bound) {
+            eprintln!(
+                "rgasnet: warning: rank {} leaves the job with messages undelivered: {e}",
+                self.rank
+            );
+        }
+    }
+}
