@@ -112,6 +112,25 @@ pub(crate) struct Shared {
     pub(crate) sets: Mutex<Vec<crate::nbi::CounterSet>>,
 }
 
+/// The last [`Extended`] handle going away delivers what this rank still has in flight, as
+/// the client's own end would: the extended API's handlers hold the client, so the client's
+/// state is never dropped by itself while they are registered.
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let client = &self.core.client;
+        let bound = std::time::Duration::from_secs(client.config().peer_timeout_secs.max(1));
+        if let Err(e) = client.quiesce(bound) {
+            eprintln!(
+                "rgasnet: warning: rank {} leaves the job with messages undelivered: {e}",
+                self.rank
+            );
+        }
+    }
+}
+
 /// The extended API of one rank: put/get in blocking, explicit-handle (`nb`) and
 /// implicit-handle (`nbi`, access region) forms, value forms, memset and barriers.
 ///

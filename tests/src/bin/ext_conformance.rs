@@ -13,8 +13,9 @@
 #![allow(clippy::unwrap_used)]
 
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use rgasnet::{Category, Client, Handler};
 use rgasnet_extended::{BarrierFlags, ExtError, Extended, NbHandle, NiFail};
@@ -459,7 +460,7 @@ fn expect_mismatch(r: Result<(), ExtError>, what: &str) -> Res {
 /// `RGASNET_STALL_WARNING=1`, say so once on stderr; the test checks that).
 fn barrier_stall(ext: &Extended) -> Result<(), String> {
     if ext.rank() + 1 == ext.size() {
-        std::thread::sleep(std::time::Duration::from_millis(2500));
+        std::thread::sleep(Duration::from_millis(2500));
     }
     ext.barrier().map_err(|e| format!("barrier: {e}"))?;
     println!("rank {}: barrier-stall ok", ext.rank());
@@ -526,6 +527,9 @@ fn barrier(ext: &Extended) -> Res {
 
 const PROBE: u8 = 128;
 const PROBE_REPLY: u8 = 129;
+const SINK: u8 = 130;
+/// Requests rank 0 sends before it leaves in mode `leave`, per burst.
+const LEAVE_BURST: u64 = 3000;
 
 /// The probe handlers: the request handler tries a blocking put, a poll, a blocking get, a
 /// blocking put from the segment and a blocking memset (each must fail with `InHandler`, on
@@ -562,6 +566,50 @@ fn probe_handlers(ext: Arc<OnceLock<Extended>>, probe: Arc<AtomicU32>) -> Vec<Ha
     })
     .at(PROBE_REPLY);
     vec![req, rep]
+}
+
+/// Rank 0 sends two bursts of requests to rank 1 and returns at once, dropping its extended
+/// API (whose handlers hold the client, so only its end can deliver what is still queued);
+/// rank 1 counts every request, exactly, then waits a moment for duplicates.
+fn leave(client: &Client, ext: Extended, sunk: &AtomicU64) -> ExitCode {
+    let me = client.rank();
+    if me == 0 {
+        for _ in 0..2 * LEAVE_BURST {
+            if let Err(e) = client.am_request_short(1, SINK, &[]) {
+                eprintln!("ext_conformance: rank 0: leave: {e}");
+                return ExitCode::from(1);
+            }
+        }
+        println!("rank 0: leave ok: sent {} and left", 2 * LEAVE_BURST);
+        drop(ext);
+        return ExitCode::SUCCESS;
+    }
+    let want = 2 * LEAVE_BURST;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut linger = None;
+    loop {
+        if let Err(e) = ext.poll() {
+            eprintln!("ext_conformance: rank {me}: leave: {e}");
+            return ExitCode::from(1);
+        }
+        let got = sunk.load(Ordering::Relaxed);
+        let now = Instant::now();
+        if got >= want {
+            let until = *linger.get_or_insert(now + Duration::from_millis(200));
+            if now >= until {
+                break;
+            }
+        } else if now >= deadline {
+            break;
+        }
+    }
+    let got = sunk.load(Ordering::Relaxed);
+    if got != want {
+        eprintln!("ext_conformance: rank {me}: leave FAILED: {got} of the {want} requests rank 0 sent before leaving arrived");
+        return ExitCode::from(1);
+    }
+    println!("rank {me}: leave ok: {got} requests");
+    ExitCode::SUCCESS
 }
 
 /// Expects the target's refusal of an access outside its list entry.
@@ -799,7 +847,15 @@ fn main() -> ExitCode {
     let n = client.size();
     let cell = Arc::new(OnceLock::new());
     let probe = Arc::new(AtomicU32::new(0));
-    let handlers = probe_handlers(cell.clone(), probe.clone());
+    let sunk = Arc::new(AtomicU64::new(0));
+    let mut handlers = probe_handlers(cell.clone(), probe.clone());
+    let sink_count = sunk.clone();
+    handlers.push(
+        Handler::new("sink", Category::Short, move |_, _, _| {
+            sink_count.fetch_add(1, Ordering::Relaxed);
+        })
+        .at(SINK),
+    );
     let ext = match Extended::attach(&client, AREA * u64::from(n), handlers) {
         Ok((e, _)) => e,
         Err(e) => {
@@ -807,6 +863,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if mode == "leave" {
+        // The handlers hold no extended-API handle here, so returning drops the last one.
+        return leave(&client, ext, &sunk);
+    }
     let _ = cell.set(ext.clone());
     let seed = 0x5eed_0000 + u64::from(me);
     let mut rng = Rng::new(seed);
