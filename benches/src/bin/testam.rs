@@ -428,6 +428,11 @@ impl Bench {
 
     /// Sections `first`.. for Medium or Long: each test over every size.
     fn sized_sections(&mut self, cat: Cat, first: char, max: usize) -> Result<()> {
+        // No warm-up for a category none of whose sections runs (every rank decides alike:
+        // they all have the same options).
+        if !(0..4u8).any(|k| self.opts.section_enabled((first as u8 + k) as char)) {
+            return Ok(());
+        }
         let sweep = size_sweep(self.opts.min_size.min(max), max);
         let o = &self.opts;
         let n = |size: usize| iters_for(size, o.iters, o.byte_budget as u64, o.min_iters);
