@@ -1,7 +1,7 @@
 //! The client: joining a job, attaching the segment, and the state every other module works
 //! on.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -76,6 +76,8 @@ pub(crate) struct Attached {
     /// the send path while any wait, or their resends (due after a backoff, with nothing
     /// arriving meanwhile) would never leave: the flood test hung on exactly that.
     pub(crate) resends_queued: AtomicUsize,
+    /// Whether the last drain left the send events for the next one (see `drain_network`).
+    pub(crate) send_events_deferred: AtomicBool,
     /// Staging regions of Long payloads (bound to the send event queue), kept for the next
     /// Long of their size: a fresh region per Long faulted its pages in (or, on the heap, was
     /// copied word by word) and bound a descriptor every time. Its lock is a leaf, so a
@@ -383,6 +385,7 @@ impl Client {
             // No event counted yet, none to take.
             drained_events: AtomicU64::new(0),
             resends_queued: AtomicUsize::new(0),
+            send_events_deferred: AtomicBool::new(false),
             staging: RegionPool::new(),
         };
         if inner.attached.set(attached).is_err() {

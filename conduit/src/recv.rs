@@ -303,6 +303,17 @@ impl Inner {
             }
         }
         // Acknowledgements only free send buffers: after the handlers, which someone waits for.
+        // When handlers ran, the caller usually waits for exactly them (a reply) and sends
+        // next, so the acknowledgements wait for the next call instead: a caller polling for
+        // a reply takes them while the reply is on its way. Never twice in a row, so that a
+        // poller whose every call runs handlers (a flood) still frees its send slots.
+        // Relaxed: a per-client hint; which call takes the acknowledgements does not matter.
+        if ran > 0 && !att.send_events_deferred.swap(true, Ordering::Relaxed) {
+            // Not emptied as far as the idle check goes: the deferred events keep the next
+            // poll from skipping the queues.
+            return Ok((ran, false));
+        }
+        att.send_events_deferred.store(false, Ordering::Relaxed);
         self.process_send_events(call)?;
         Ok((ran, emptied))
     }
