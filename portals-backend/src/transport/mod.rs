@@ -419,34 +419,6 @@ impl Transport {
         self.peers.by_id(peer).map_or(0, |p| p.send.queued_bytes())
     }
 
-    /// Whether every message given to [`Transport::send`] has been acknowledged by its peer
-    /// (or its peer failed): nothing is queued or in flight.
-    pub fn all_acknowledged(&self) -> bool {
-        self.peers
-            .all()
-            .iter()
-            .all(|p| p.failed || !p.send.outstanding())
-    }
-
-    /// Makes every acknowledgement held back for data to ride on due now, so that the next
-    /// transmit pass sends it: for a process about to stop, whose peers would otherwise
-    /// retransmit to it until they time out.
-    pub fn ack_now(&mut self, now: Instant) {
-        for slot in 0..self.peers.all().len() {
-            let Some(peer) = self.peers.get_mut(slot) else {
-                continue;
-            };
-            if peer.failed || !peer.recv.ack_pending {
-                continue;
-            }
-            peer.recv.ack_deadline = Some(now);
-            if !peer.in_ready {
-                peer.in_ready = true;
-                self.ready.push_back(slot);
-            }
-        }
-    }
-
     fn new_peer(cfg: &TransportConfig, id: PhysId, now: Instant) -> Peer {
         let rtt = RttEstimator::new(cfg.initial_rto, cfg.min_rto, cfg.max_rto, cfg.ack_delay);
         Peer {

@@ -13,6 +13,10 @@
 //! What may not wait is applied at once: an ack that arrives while the window is full or a
 //! retransmission is queued (sending depends on it), and a deferred ack when a second one
 //! arrives or when the peer's window closes before a transmit.
+//!
+//! A transport about to stop settles the other way round: it releases every ack it holds
+//! back ([`Transport::ack_now`]) and asks whether its own messages are all acknowledged
+//! ([`Transport::all_acknowledged`]).
 
 use std::time::Instant;
 
@@ -137,5 +141,33 @@ impl Transport {
         // Keeps the allocation (no malloc per round trip).
         self.unsettled = list;
         readied
+    }
+
+    /// Whether every message given to [`Transport::send`] has been acknowledged by its peer
+    /// (or its peer failed): nothing is queued or in flight.
+    pub fn all_acknowledged(&self) -> bool {
+        self.peers
+            .all()
+            .iter()
+            .all(|p| p.failed || !p.send.outstanding())
+    }
+
+    /// Makes every acknowledgement held back for data to ride on due now, so that the next
+    /// transmit pass sends it: for a process about to stop, whose peers would otherwise
+    /// retransmit to it until they time out.
+    pub fn ack_now(&mut self, now: Instant) {
+        for slot in 0..self.peers.all().len() {
+            let Some(peer) = self.peers.get_mut(slot) else {
+                continue;
+            };
+            if peer.failed || !peer.recv.ack_pending {
+                continue;
+            }
+            peer.recv.ack_deadline = Some(now);
+            if !peer.in_ready {
+                peer.in_ready = true;
+                self.ready.push_back(slot);
+            }
+        }
     }
 }
