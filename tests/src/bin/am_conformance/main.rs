@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use rgasnet::{AmError, Category, Client, Handler, Token, MAX_LONG, MAX_MEDIUM};
 
+mod leave;
+
 const SHORT_REQ: u8 = 128;
 const SHORT_REP: u8 = 129;
 const MED_REQ: u8 = 130;
@@ -563,53 +565,6 @@ fn rewind(c: &Client, st: &State) -> Result<(), String> {
     Ok(())
 }
 
-/// Requests rank 0 sends before it leaves, per part: far more than the transport's window, so
-/// most are still queued or unacknowledged when its `main` returns.
-const LEAVE_BURST: u64 = 3000;
-
-/// Rank 0 sends a burst of requests to rank 1 and finds `quiesce` with no time refusing with
-/// the count still unacknowledged (on the network); then it sends another burst and returns from `main` at
-/// once, leaving the delivery to the client's end. Rank 1 counts both bursts, exactly.
-fn leave(c: Client, st: &State) -> Result<(), String> {
-    let e = |e: AmError| e.to_string();
-    if c.rank() == 0 {
-        for i in 0..LEAVE_BURST {
-            c.am_request_short(1, SINK, &[]).map_err(e)?;
-            if i == 0 {
-                // The first one needs the peer's address resolved; nothing else waits.
-                c.poll().map_err(e)?;
-            }
-        }
-        // Over shared memory a sent message is already in the target's queue.
-        match (c.quiesce(Duration::ZERO), c.has_remote_peers()) {
-            (Err(AmError::Unacknowledged { in_flight, .. }), true) if in_flight > 0 => {}
-            (Ok(()), false) => {}
-            (other, _) => return Err(format!("quiesce(0) with a burst in flight gave {other:?}")),
-        }
-        for _ in 0..LEAVE_BURST {
-            c.am_request_short(1, SINK, &[]).map_err(e)?;
-        }
-        println!("rank 0: leave: sent {} and left", 2 * LEAVE_BURST);
-        drop(c);
-        return Ok(());
-    }
-    let want = 2 * LEAVE_BURST;
-    let all = poll_until(&c, 60, || st.sunk.load(Ordering::Relaxed) >= want).map_err(e)?;
-    // Anything more would be a duplicate; give it a moment to show up.
-    let linger = Instant::now() + Duration::from_millis(200);
-    while Instant::now() < linger {
-        c.poll().map_err(e)?;
-    }
-    let got = st.sunk.load(Ordering::Relaxed);
-    if !all || got != want {
-        return Err(format!(
-            "{got} of the {want} requests rank 0 sent before leaving arrived"
-        ));
-    }
-    println!("rank 1: leave ok: {got} requests");
-    Ok(())
-}
-
 fn threads(c: &Client, st: &Arc<State>, per_thread: u64) -> Result<(), String> {
     let n = c.size();
     let me = c.rank();
@@ -776,7 +731,7 @@ fn main() -> ExitCode {
     if mode == "leave" {
         // No closing handshake: rank 0 returns right after sending, and its client's end
         // must still deliver everything.
-        return match leave(c, &st) {
+        return match leave::leave(c, &st) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("am_conformance: rank {me}: leave FAILED: {e}");

@@ -15,7 +15,7 @@
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rgasnet::{Category, Client, Handler};
 use rgasnet_extended::{BarrierFlags, ExtError, Extended, NbHandle, NiFail};
@@ -525,11 +525,11 @@ fn barrier(ext: &Extended) -> Res {
     Ok(())
 }
 
+mod leave;
+
 const PROBE: u8 = 128;
 const PROBE_REPLY: u8 = 129;
-const SINK: u8 = 130;
-/// Requests rank 0 sends before it leaves in mode `leave`, per burst.
-const LEAVE_BURST: u64 = 3000;
+pub(crate) const SINK: u8 = 130;
 
 /// The probe handlers: the request handler tries a blocking put, a poll, a blocking get, a
 /// blocking put from the segment and a blocking memset (each must fail with `InHandler`, on
@@ -566,50 +566,6 @@ fn probe_handlers(ext: Arc<OnceLock<Extended>>, probe: Arc<AtomicU32>) -> Vec<Ha
     })
     .at(PROBE_REPLY);
     vec![req, rep]
-}
-
-/// Rank 0 sends two bursts of requests to rank 1 and returns at once, dropping its extended
-/// API (whose handlers hold the client, so only its end can deliver what is still queued);
-/// rank 1 counts every request, exactly, then waits a moment for duplicates.
-fn leave(client: &Client, ext: Extended, sunk: &AtomicU64) -> ExitCode {
-    let me = client.rank();
-    if me == 0 {
-        for _ in 0..2 * LEAVE_BURST {
-            if let Err(e) = client.am_request_short(1, SINK, &[]) {
-                eprintln!("ext_conformance: rank 0: leave: {e}");
-                return ExitCode::from(1);
-            }
-        }
-        println!("rank 0: leave ok: sent {} and left", 2 * LEAVE_BURST);
-        drop(ext);
-        return ExitCode::SUCCESS;
-    }
-    let want = 2 * LEAVE_BURST;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut linger = None;
-    loop {
-        if let Err(e) = ext.poll() {
-            eprintln!("ext_conformance: rank {me}: leave: {e}");
-            return ExitCode::from(1);
-        }
-        let got = sunk.load(Ordering::Relaxed);
-        let now = Instant::now();
-        if got >= want {
-            let until = *linger.get_or_insert(now + Duration::from_millis(200));
-            if now >= until {
-                break;
-            }
-        } else if now >= deadline {
-            break;
-        }
-    }
-    let got = sunk.load(Ordering::Relaxed);
-    if got != want {
-        eprintln!("ext_conformance: rank {me}: leave FAILED: {got} of the {want} requests rank 0 sent before leaving arrived");
-        return ExitCode::from(1);
-    }
-    println!("rank {me}: leave ok: {got} requests");
-    ExitCode::SUCCESS
 }
 
 /// Expects the target's refusal of an access outside its list entry.
@@ -865,7 +821,7 @@ fn main() -> ExitCode {
     };
     if mode == "leave" {
         // The handlers hold no extended-API handle here, so returning drops the last one.
-        return leave(&client, ext, &sunk);
+        return leave::leave(&client, ext, &sunk);
     }
     let _ = cell.set(ext.clone());
     let seed = 0x5eed_0000 + u64::from(me);

@@ -1,0 +1,55 @@
+//! Mode `leave`: a rank that returns from `main` right after sending still delivers it all.
+
+use std::time::{Duration, Instant};
+
+use rgasnet::{AmError, Client};
+
+use crate::{poll_until, State, SINK};
+use std::sync::atomic::Ordering;
+
+/// Requests rank 0 sends before it leaves, per part: far more than the transport's window, so
+/// most are still queued or unacknowledged when its `main` returns.
+const LEAVE_BURST: u64 = 3000;
+
+/// Rank 0 sends a burst of requests to rank 1 and finds `quiesce` with no time refusing with
+/// the count still unacknowledged (on the network); then it sends another burst and returns from `main` at
+/// once, leaving the delivery to the client's end. Rank 1 counts both bursts, exactly.
+pub(crate) fn leave(c: Client, st: &State) -> Result<(), String> {
+    let e = |e: AmError| e.to_string();
+    if c.rank() == 0 {
+        for i in 0..LEAVE_BURST {
+            c.am_request_short(1, SINK, &[]).map_err(e)?;
+            if i == 0 {
+                // The first one needs the peer's address resolved; nothing else waits.
+                c.poll().map_err(e)?;
+            }
+        }
+        // Over shared memory a sent message is already in the target's queue.
+        match (c.quiesce(Duration::ZERO), c.has_remote_peers()) {
+            (Err(AmError::Unacknowledged { in_flight, .. }), true) if in_flight > 0 => {}
+            (Ok(()), false) => {}
+            (other, _) => return Err(format!("quiesce(0) with a burst in flight gave {other:?}")),
+        }
+        for _ in 0..LEAVE_BURST {
+            c.am_request_short(1, SINK, &[]).map_err(e)?;
+        }
+        println!("rank 0: leave: sent {} and left", 2 * LEAVE_BURST);
+        drop(c);
+        return Ok(());
+    }
+    let want = 2 * LEAVE_BURST;
+    let all = poll_until(&c, 60, || st.sunk.load(Ordering::Relaxed) >= want).map_err(e)?;
+    // Anything more would be a duplicate; give it a moment to show up.
+    let linger = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < linger {
+        c.poll().map_err(e)?;
+    }
+    let got = st.sunk.load(Ordering::Relaxed);
+    if !all || got != want {
+        return Err(format!(
+            "{got} of the {want} requests rank 0 sent before leaving arrived"
+        ));
+    }
+    println!("rank 1: leave ok: {got} requests");
+    Ok(())
+}

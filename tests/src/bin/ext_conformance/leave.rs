@@ -1,0 +1,57 @@
+//! Mode `leave`: dropping the last extended-API handle right after sending delivers it all.
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rgasnet::Client;
+use rgasnet_extended::Extended;
+
+use crate::SINK;
+
+/// Requests rank 0 sends before it leaves, per burst.
+const LEAVE_BURST: u64 = 3000;
+
+/// Rank 0 sends two bursts of requests to rank 1 and returns at once, dropping its extended
+/// API (whose handlers hold the client, so only its end can deliver what is still queued);
+/// rank 1 counts every request, exactly, then waits a moment for duplicates.
+pub(crate) fn leave(client: &Client, ext: Extended, sunk: &AtomicU64) -> ExitCode {
+    let me = client.rank();
+    if me == 0 {
+        for _ in 0..2 * LEAVE_BURST {
+            if let Err(e) = client.am_request_short(1, SINK, &[]) {
+                eprintln!("ext_conformance: rank 0: leave: {e}");
+                return ExitCode::from(1);
+            }
+        }
+        println!("rank 0: leave ok: sent {} and left", 2 * LEAVE_BURST);
+        drop(ext);
+        return ExitCode::SUCCESS;
+    }
+    let want = 2 * LEAVE_BURST;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut linger = None;
+    loop {
+        if let Err(e) = ext.poll() {
+            eprintln!("ext_conformance: rank {me}: leave: {e}");
+            return ExitCode::from(1);
+        }
+        let got = sunk.load(Ordering::Relaxed);
+        let now = Instant::now();
+        if got >= want {
+            let until = *linger.get_or_insert(now + Duration::from_millis(200));
+            if now >= until {
+                break;
+            }
+        } else if now >= deadline {
+            break;
+        }
+    }
+    let got = sunk.load(Ordering::Relaxed);
+    if got != want {
+        eprintln!("ext_conformance: rank {me}: leave FAILED: {got} of the {want} requests rank 0 sent before leaving arrived");
+        return ExitCode::from(1);
+    }
+    println!("rank {me}: leave ok: {got} requests");
+    ExitCode::SUCCESS
+}
