@@ -294,6 +294,10 @@ fn probe_handler(st: &Arc<State>, client: Client) -> Handler {
             Err(AmError::InHandler { .. }) => errs.push("PollInHandler".into()),
             other => errs.push(format!("poll from a handler gave {other:?}")),
         }
+        match client.quiesce(Duration::from_secs(1)) {
+            Err(AmError::InHandler { call: "quiesce" }) => errs.push("QuiesceInHandler".into()),
+            other => errs.push(format!("quiesce from a handler gave {other:?}")),
+        }
     })
     .at(PROBE)
 }
@@ -678,7 +682,7 @@ fn errors(c: &Client, st: &State) -> Result<(), String> {
     // Handler-side rules.
     c.am_request_short((me + 1) % n, PROBE, &[])
         .map_err(|e| e.to_string())?;
-    let ok = poll_until(c, 30, || st.errors_seen.lock().unwrap().len() >= 4)
+    let ok = poll_until(c, 30, || st.errors_seen.lock().unwrap().len() >= 5)
         .map_err(|e| e.to_string())?;
     if !ok {
         problems.push("handler-side checks did not all run".into());
@@ -688,11 +692,12 @@ fn errors(c: &Client, st: &State) -> Result<(), String> {
     let want = [
         "AlreadyReplied",
         "PollInHandler",
+        "QuiesceInHandler",
         "ReplyFromReply",
         "RequestInHandler",
     ];
     // The prober's own first reply is not recorded; its reply handler records one entry.
-    if seen.iter().any(|s| !want.contains(&s.as_str())) || seen.len() != 4 {
+    if seen.iter().any(|s| !want.contains(&s.as_str())) || seen.len() != 5 {
         problems.push(format!("handler-side checks: {seen:?}"));
     }
     if !problems.is_empty() {
