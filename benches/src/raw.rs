@@ -1,7 +1,8 @@
 //! Raw baselines of this machine, measured in the same run as the benchmark: plain UDP between
 //! the job's ranks 0 and 1 (ping-pong of 8 and 65,000 bytes, a stream of 1 MiB messages in
 //! datagrams of the engine's size), and in jobs on the shared-memory path the flag ping-pong
-//! through shared memory and memcpy bandwidth (`rgasnet_pshm::baseline`).
+//! through shared memory, the same with the answer on a second cache line, and memcpy
+//! bandwidth (`rgasnet_pshm::baseline`).
 //!
 //! The two ranks bind a socket each (the engine's `UdpEndpoint`, same buffers), exchange
 //! addresses through the bootstrap allgather, and run a busy-polling ping-pong (the AM layer
@@ -69,6 +70,9 @@ pub struct RawFigures {
     pub udp_stream_bps: Option<f64>,
     /// Shared-memory flag ping-pong round trip (PSHM jobs only).
     pub shm_rtt: Option<Duration>,
+    /// The same ping-pong with the answer on a cache line of its own (PSHM jobs only): the
+    /// floor of a round trip through two message queues.
+    pub shm_two_line_rtt: Option<Duration>,
     /// memcpy bandwidth of 1 MiB copies, bytes per second (PSHM jobs only).
     pub memcpy_bps: Option<f64>,
 }
@@ -94,6 +98,9 @@ impl RawFigures {
         }
         if let Some(rtt) = self.shm_rtt {
             v.push(Record::raw_rtt("shm flag pingpong rtt", None, rtt));
+        }
+        if let Some(rtt) = self.shm_two_line_rtt {
+            v.push(Record::raw_rtt("shm two-line pingpong rtt", None, rtt));
         }
         if let Some(bw) = self.memcpy_bps {
             v.push(Record::raw_bandwidth("memcpy", MEMCPY_SIZE as u64, bw));
@@ -315,6 +322,10 @@ fn shm_baselines(client: &Client, figs: &mut RawFigures) -> Result<(), RawError>
                 SHM_BATCH as u32,
                 SHM_BATCHES,
             )?);
+            figs.shm_two_line_rtt = Some(rgasnet_pshm::baseline::shm_two_line_pingpong(
+                SHM_BATCH as u32,
+                SHM_BATCHES,
+            )?);
             figs.memcpy_bps = Some(rgasnet_pshm::baseline::memcpy_bandwidth(MEMCPY_SIZE, 5)? * 1e6);
             Ok(())
         })();
@@ -345,6 +356,20 @@ pub fn target_line(
     )
 }
 
+/// The `floor:` line under the shared-memory AM target: the two-line ping-pong against the
+/// flag ping-pong (both in µs). A round trip through two message queues moves each
+/// direction's message on a cache line of its own, so the ratio is what any such AM costs
+/// before its software runs.
+pub fn floor_line(two_line_us: f64, flag_us: f64) -> String {
+    if flag_us <= 0.0 {
+        return "floor: no shared-memory flag ping-pong measured in this run".to_string();
+    }
+    format!(
+        "floor: raw shm two-line pingpong rtt us {two_line_us:.2} / raw shm flag pingpong rtt us {flag_us:.2} = {:.3} (a message each way on a cache line of its own, before any software)",
+        two_line_us / flag_us
+    )
+}
+
 /// What a target asks of a ratio.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Goal {
@@ -367,6 +392,7 @@ mod tests {
             ],
             udp_stream_bps: Some(9267.0e6),
             shm_rtt: Some(Duration::from_nanos(110)),
+            shm_two_line_rtt: Some(Duration::from_nanos(250)),
             memcpy_bps: Some(42_000.0e6),
         };
         let lines: Vec<String> = f.records().iter().map(|r| r.gasnet_line()).collect();
@@ -377,6 +403,7 @@ mod tests {
                 "raw: udp pingpong 65000 byte rtt 13.00 us",
                 "raw: udp stream 1048576 byte 9267.0 MB/s",
                 "raw: shm flag pingpong rtt 0.110 us",
+                "raw: shm two-line pingpong rtt 0.250 us",
                 "raw: memcpy 1048576 byte 42000.0 MB/s",
             ]
         );
@@ -431,6 +458,18 @@ mod tests {
         assert_eq!(
             target_line("x", 1.0, None, Goal::AtMost(1.0)),
             "target: x: no baseline measured in this run"
+        );
+    }
+
+    #[test]
+    fn floor_lines() {
+        assert_eq!(
+            floor_line(0.29, 0.13),
+            "floor: raw shm two-line pingpong rtt us 0.29 / raw shm flag pingpong rtt us 0.13 = 2.231 (a message each way on a cache line of its own, before any software)"
+        );
+        assert_eq!(
+            floor_line(0.29, 0.0),
+            "floor: no shared-memory flag ping-pong measured in this run"
         );
     }
 }

@@ -263,10 +263,38 @@ fn pshm_jobs_print_shared_memory_baselines() {
             "udp pingpong rtt 65000",
             "udp stream 1048576",
             "shm flag pingpong rtt",
+            "shm two-line pingpong rtt",
             "memcpy 1048576"
         ]
     );
     assert!(out.contains("/ raw memcpy 1 MiB MB/s "), "{out}");
+}
+
+#[test]
+fn testam_on_shared_memory_prints_its_target_and_the_queue_floor() {
+    let (out, _) = job(
+        2,
+        env!("CARGO_BIN_EXE_testam"),
+        &[
+            "--sections",
+            "A",
+            "-i",
+            "200",
+            "--raw-iters",
+            "20",
+            "--raw-stream-count",
+            "2",
+        ],
+        true,
+    );
+    assert!(
+        out.contains("target: AMShort ping-pong ReqRep rtt us (median of 10-trip averages) "),
+        "{out}"
+    );
+    assert!(
+        out.contains("floor: raw shm two-line pingpong rtt us "),
+        "{out}"
+    );
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! Raw baselines of this machine, printed by the benchmarks next to their own figures: a flag
 //! ping-pong through shared memory between two processes (the floor for any shared-memory AM
-//! round trip) and `memcpy` bandwidth (the ceiling for a put).
+//! round trip), the same ping-pong with the request and the answer on two cache lines (the
+//! floor for any design that carries a message each way in its own line, as queues do) and
+//! `memcpy` bandwidth (the ceiling for a put).
 //!
 //! Run them while the job's other processes are idle: the ping-pong needs two cores.
 #![deny(unsafe_code)]
@@ -14,9 +16,14 @@ use crate::segment::{fork_child, Mapping};
 
 /// How long the ping-pong waits for its partner before giving up.
 const PARTNER_TIMEOUT: Duration = Duration::from_secs(10);
-/// Word of the flag, and of the parent's pid (on another line).
+/// Word of the flag (the request), and of the parent's pid (on another line).
 const FLAG: usize = 0;
 const PARENT: usize = 16;
+/// Word the partner answers in, chosen by the parent before the fork: [`FLAG`] itself, or
+/// [`OTHER_LINE`].
+const ANSWER_AT: usize = 24;
+/// The answer's word on a cache line of its own (64-byte lines: eight words further on).
+const OTHER_LINE: usize = 8;
 const STOP: u64 = u64::MAX;
 /// Round trips before timing starts, whatever the run length: the partner is scheduled and
 /// the line is hot.
@@ -31,18 +38,32 @@ pub fn median<T: PartialOrd + Copy>(v: &mut [T]) -> Option<T> {
 /// Median round-trip time of a flag ping-pong between this process and a forked child over
 /// one shared cache line: `runs` runs of `iterations` round trips each.
 pub fn shm_flag_pingpong(iterations: u32, runs: u32) -> Result<Duration, BaselineError> {
+    pingpong(iterations, runs, FLAG)
+}
+
+/// [`shm_flag_pingpong`] with the answer written on another cache line than the request: each
+/// line then moves twice per round trip (written by one side, read by the other) instead of
+/// the flag's single line going back and forth, which is what a round trip through two
+/// message queues costs before any software runs.
+pub fn shm_two_line_pingpong(iterations: u32, runs: u32) -> Result<Duration, BaselineError> {
+    pingpong(iterations, runs, OTHER_LINE)
+}
+
+fn pingpong(iterations: u32, runs: u32, answer_at: usize) -> Result<Duration, BaselineError> {
     if iterations == 0 || runs == 0 {
         return Err(BaselineError::Empty);
     }
     let map = Mapping::anonymous(4096)?;
     let words = map.words();
     words[PARENT].store(u64::from(std::process::id()), Ordering::Relaxed);
+    words[ANSWER_AT].store(answer_at as u64, Ordering::Relaxed);
     let child = Child(fork_child(&map, partner)?);
     let flag = &words[FLAG];
+    let answer = &words[answer_at];
     let mut next = 1u64;
     let mut round_trip = || -> Result<(), BaselineError> {
         flag.store(next, Ordering::Release);
-        wait_for(flag, next + 1)?;
+        wait_for(answer, next + 1)?;
         next += 2;
         Ok(())
     };
@@ -78,21 +99,30 @@ fn wait_for(flag: &AtomicU64, want: u64) -> Result<(), BaselineError> {
     Ok(())
 }
 
-/// The forked partner: answers every odd flag value `v` with `v + 1` until told to stop or
-/// orphaned. Only atomics and `getppid` (async-signal-safe), as `fork_child` requires.
+/// The forked partner: answers every new odd flag value `v` with `v + 1` in the word the
+/// parent chose, until told to stop or orphaned. Only atomics and `getppid`
+/// (async-signal-safe), as `fork_child` requires.
 fn partner(words: &[AtomicU64]) -> i32 {
-    let (Some(flag), Some(parent)) = (words.get(FLAG), words.get(PARENT)) else {
+    let (Some(flag), Some(parent), Some(at)) =
+        (words.get(FLAG), words.get(PARENT), words.get(ANSWER_AT))
+    else {
+        return 2;
+    };
+    let Some(answer) = words.get(at.load(Ordering::Relaxed) as usize) else {
         return 2;
     };
     let parent = parent.load(Ordering::Relaxed);
+    let mut answered = 0u64;
     let mut spins = 0u32;
     loop {
         let v = flag.load(Ordering::Acquire);
         if v == STOP {
             return 0;
         }
-        if v & 1 == 1 {
-            flag.store(v + 1, Ordering::Release);
+        // With the answer on another line the request stays odd after it was answered.
+        if v & 1 == 1 && v != answered {
+            answer.store(v + 1, Ordering::Release);
+            answered = v;
             continue;
         }
         std::hint::spin_loop();
@@ -184,6 +214,18 @@ mod tests {
         let rtt = shm_flag_pingpong(200, 3).unwrap();
         assert!(rtt > Duration::ZERO);
         assert!(matches!(shm_flag_pingpong(0, 1), Err(BaselineError::Empty)));
+    }
+
+    #[test]
+    fn two_line_pingpong_is_answered_once_per_request_and_finishes() {
+        // A partner that answered in the request's word, or skipped a request, would leave the
+        // parent waiting for a value it never sees (a PartnerTimeout error instead of a time).
+        let rtt = shm_two_line_pingpong(200, 3).unwrap();
+        assert!(rtt > Duration::ZERO);
+        assert!(matches!(
+            shm_two_line_pingpong(1, 0),
+            Err(BaselineError::Empty)
+        ));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use clap::Parser;
 use rgasnet::{AmStats, Category, Client, Handler, Token, MAX_LONG, MAX_MEDIUM};
 use rgasnet_bench::amsync::{poll_until, AmBarrier};
 use rgasnet_bench::opts::{CommonOpts, Out};
-use rgasnet_bench::raw::{self, target_line, Goal, RawFigures};
+use rgasnet_bench::raw::{self, floor_line, target_line, Goal, RawFigures};
 use rgasnet_bench::record::Record;
 use rgasnet_bench::stats::{iters_for, median_duration, size_sweep};
 use rgasnet_portals::transport::TransportStats;
@@ -480,7 +480,6 @@ impl Bench {
         Ok(())
     }
 
-    /// The `target:` lines: AM round trips against the raw UDP round trips of this run.
     /// The `target:` lines: AM round trips against the raw round trips of this run — UDP
     /// (issue 4: at most 1.25x) on the network path, the shared-memory flag ping-pong
     /// (issue 6: at most 2x) when rank 0 reaches its peer through shared memory.
@@ -497,6 +496,11 @@ impl Bench {
                 Some(v) => target_line(label, v, raw_ref, Goal::AtMost(PSHM_TARGET_RATIO)),
                 None => format!("target: {label}: not measured in this run"),
             });
+            // What separate lines per direction cost before any software: the floor of a
+            // round trip through the two message queues, for reading the ratio above.
+            if let (Some(two), Some(flag)) = (raw.shm_two_line_rtt, raw.shm_rtt) {
+                lines.push(floor_line(us(two), us(flag)));
+            }
         } else {
             let pairs = [
                 (
