@@ -22,6 +22,14 @@ use crate::recv::in_handler;
 /// back once while this rank still answers.
 pub const LINGER_QUIET: Duration = Duration::from_millis(10);
 
+/// How long the wait for acknowledgements spins before it sleeps between polls: a peer that
+/// answers at all answers within it, and one that does not (it computes, or died) is waited
+/// for without burning a core.
+const SPIN: Duration = Duration::from_millis(10);
+
+/// The nap between polls once waiting no longer spins, and while lingering.
+const NAP: Duration = Duration::from_micros(100);
+
 impl Client {
     /// Waits, polling, until everything this rank sent over the network has been
     /// acknowledged by its target, then sends the acknowledgements it holds back and lingers
@@ -60,12 +68,16 @@ impl Inner {
             let now = Instant::now();
             if in_flight > 0 || !iface.all_acknowledged() {
                 quiet_since = None;
-                if now.duration_since(start) >= timeout {
+                let waited = now.duration_since(start);
+                if waited >= timeout {
                     return Err(AmError::Unacknowledged {
                         call: CALL,
                         in_flight,
                         waited: timeout,
                     });
+                }
+                if waited >= SPIN {
+                    std::thread::sleep(NAP);
                 }
                 continue;
             }
@@ -80,8 +92,8 @@ impl Inner {
             if quiet >= LINGER_QUIET || now.duration_since(start) >= timeout {
                 return Ok(());
             }
-            // Lingering costs no core: peers that still talk are answered within a sleep.
-            std::thread::sleep(Duration::from_micros(100));
+            // Lingering costs no core: peers that still talk are answered within a nap.
+            std::thread::sleep(NAP);
         }
     }
 }

@@ -321,6 +321,39 @@ fn ping_pong_costs_one_datagram_each_way() {
 }
 
 #[test]
+fn ack_now_sends_a_held_ack_and_all_acknowledged_follows_it() {
+    let c = cfg();
+    let t0 = Instant::now();
+    let mut a = Transport::new(c.clone(), id(1), 1001, t0).unwrap();
+    let mut b = Transport::new(c, id(2), 2001, t0).unwrap();
+    assert!(a.all_acknowledged());
+    a.send(t0, id(2), vec![5u8; 16]).unwrap();
+    assert!(!a.all_acknowledged(), "queued");
+    let mut dg = Vec::new();
+    assert_eq!(a.poll_transmit(t0, &mut dg), Some(id(2)));
+    assert!(!a.all_acknowledged(), "in flight");
+    b.handle_datagram(t0, id(1), &dg);
+    assert!(matches!(
+        b.poll_event(),
+        Some(TransportEvent::Delivered { .. })
+    ));
+    // The ack waits for data to ride on (up to `ack_delay`): nothing to send yet.
+    let mut ack = Vec::new();
+    assert_eq!(b.poll_transmit(t0, &mut ack), None);
+    b.ack_now(t0);
+    assert_eq!(b.poll_transmit(t0, &mut ack), Some(id(1)));
+    assert_eq!(b.stats().standalone_acks, 1);
+    assert!(b.all_acknowledged(), "b sent nothing of its own");
+    a.handle_datagram(t0, id(2), &ack);
+    // An ack that arrives with the window open is applied after the transmit pass.
+    while a.poll_transmit(t0, &mut dg).is_some() {}
+    assert!(a.all_acknowledged());
+    // Nothing held any more: a second call sends nothing.
+    b.ack_now(t0);
+    assert_eq!(b.poll_transmit(t0, &mut ack), None);
+}
+
+#[test]
 fn streaming_acks_are_batched() {
     let c = cfg();
     let t0 = Instant::now();
