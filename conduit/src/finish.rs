@@ -98,8 +98,21 @@ impl Inner {
     }
 }
 
-impl Drop for Inner {
-    fn drop(&mut self) {
+impl Client {
+    /// What the client's end does: [`Client::quiesce`] bounded by `RGASNET_PEER_TIMEOUT`,
+    /// saying on standard error what stayed undelivered instead of returning it. For a layer
+    /// whose handlers hold the client (the extended API), so that the client's state is never
+    /// dropped: call it when that layer's last handle goes away. Does nothing inside a handler
+    /// or while the thread panics.
+    pub fn quiesce_before_exit(&self) {
+        if !in_handler() {
+            self.inner.quiesce_before_exit();
+        }
+    }
+}
+
+impl Inner {
+    fn quiesce_before_exit(&self) {
         if std::thread::panicking() {
             return;
         }
@@ -110,5 +123,11 @@ impl Drop for Inner {
                 self.rank
             );
         }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.quiesce_before_exit();
     }
 }

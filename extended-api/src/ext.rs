@@ -117,17 +117,7 @@ pub(crate) struct Shared {
 /// state is never dropped by itself while they are registered.
 impl Drop for Shared {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            return;
-        }
-        let client = &self.core.client;
-        let bound = std::time::Duration::from_secs(client.config().peer_timeout_secs.max(1));
-        if let Err(e) = client.quiesce(bound) {
-            eprintln!(
-                "rgasnet: warning: rank {} leaves the job with messages undelivered: {e}",
-                self.rank
-            );
-        }
+        self.core.client.quiesce_before_exit();
     }
 }
 
