@@ -60,14 +60,18 @@ impl Inner {
         }
         let iface = self.am_ni.interface();
         let start = Instant::now();
+        // Datagrams received when the held acknowledgements were last flushed (`None`: not
+        // flushed since the last wait for delivery), and when that was.
         let mut seen_in = None;
-        let mut quiet_since: Option<Instant> = None;
+        let mut quiet_since = start;
         loop {
             self.poll_internal(CALL)?;
             let in_flight = crate::send::lock(&att.send).in_flight();
             let now = Instant::now();
             if in_flight > 0 || !iface.all_acknowledged() {
-                quiet_since = None;
+                // Whatever made this wait (a handler's reply, an ACK held for a request) is
+                // flushed and lingered after again once it is delivered.
+                seen_in = None;
                 let waited = now.duration_since(start);
                 if waited >= timeout {
                     return Err(AmError::Unacknowledged {
@@ -86,10 +90,11 @@ impl Inner {
             if seen_in != Some(came_in) {
                 seen_in = Some(came_in);
                 iface.flush_acknowledgements();
-                quiet_since = Some(now);
+                quiet_since = now;
             }
-            let quiet = quiet_since.map_or(Duration::ZERO, |q| now.duration_since(q));
-            if quiet >= LINGER_QUIET || now.duration_since(start) >= timeout {
+            if now.duration_since(quiet_since) >= LINGER_QUIET
+                || now.duration_since(start) >= timeout
+            {
                 return Ok(());
             }
             // Lingering costs no core: peers that still talk are answered within a nap.

@@ -114,7 +114,9 @@ pub(crate) struct Shared {
 
 /// The last [`Extended`] handle going away delivers what this rank still has in flight, as
 /// the client's own end would: the extended API's handlers hold the client, so the client's
-/// state is never dropped by itself while they are registered.
+/// state is never dropped by itself while they are registered. The handlers keep it on
+/// purpose (a weak reference would break the cycle): while this rank quiesces, a peer's
+/// memset request must still be answered, or that peer would wait for its reply forever.
 impl Drop for Shared {
     fn drop(&mut self) {
         self.core.client.quiesce_before_exit();
