@@ -169,7 +169,7 @@ impl Client {
                 rgasnet_portals::interface::DEFAULT_BACKGROUND_PROGRESS,
             )?;
         }
-        Ok(Client {
+        let client = Client {
             inner: Arc::new(Inner {
                 rank: boot.rank(),
                 size: boot.size(),
@@ -183,7 +183,9 @@ impl Client {
                 attached: OnceLock::new(),
                 stats: Default::default(),
             }),
-        })
+        };
+        crate::finish::quiesce_at_main_exit(&client.inner);
+        Ok(client)
     }
 
     /// This process's rank.
@@ -463,6 +465,7 @@ impl Client {
 
     /// Ends the whole job with `code`, from any rank, without the other ranks' cooperation.
     pub fn exit(&self, code: i32) -> ! {
+        crate::finish::ending_job();
         self.inner.boot.abort(code)
     }
 
@@ -530,6 +533,7 @@ impl Inner {
     /// Ends the job after a condition the protocol cannot recover from, naming it.
     pub(crate) fn fatal(&self, msg: &str) -> ! {
         eprintln!("rgasnet: fatal error on rank {}: {msg}", self.rank);
+        crate::finish::ending_job();
         self.boot.abort(1)
     }
 }

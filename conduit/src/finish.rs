@@ -10,7 +10,19 @@
 //! acknowledgement it held back, and lingers until its peers have been quiet for
 //! [`LINGER_QUIET`], answering what still comes (a retransmission whose ack was lost). The
 //! client's state runs it when its last handle goes away, bounded by `RGASNET_PEER_TIMEOUT`.
+//!
+//! **At the main thread's end.** Handlers that hold a clone of the client (or of a layer
+//! above it, as the extended API's do) keep its state alive for good, and a process that ends
+//! with `std::process::exit` drops nothing. So a client made on the main thread is also
+//! quiesced when that thread's locals are destroyed, which glibc does as the process exits
+//! (after `main` returns, or in `exit`), unless it was dropped before. GASNet conduits do the
+//! same from an `atexit` hook for a program that returns from `main` without `gasnet_exit`.
+//! The ends that stop the whole job on purpose ([`Client::exit`], a fatal error) skip it:
+//! the job is over, and the thread that ends it may hold the client's locks.
 
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::client::{Client, Inner};
@@ -135,4 +147,59 @@ impl Drop for Inner {
     fn drop(&mut self) {
         self.quiesce_before_exit();
     }
+}
+
+/// Set once this process is ending the whole job on purpose ([`Client::exit`], a fatal
+/// error): the main thread's end then quiesces nothing.
+static ENDING_JOB: AtomicBool = AtomicBool::new(false);
+
+/// Says that this process is about to end the job (see [`ENDING_JOB`]).
+pub(crate) fn ending_job() {
+    // Relaxed: read after `exit` by the thread that set it, or by the main thread after
+    // `exit` from another thread has begun; a stale `false` there costs a bounded quiesce.
+    ENDING_JOB.store(true, Ordering::Relaxed);
+}
+
+thread_local! {
+    /// The clients made on this (main) thread, quiesced when its locals are destroyed.
+    static AT_MAIN_EXIT: MainExit = const {
+        MainExit {
+            clients: RefCell::new(Vec::new()),
+        }
+    };
+}
+
+/// Quiesces, as the main thread ends, the clients made on it that are still alive then.
+struct MainExit {
+    clients: RefCell<Vec<Weak<Inner>>>,
+}
+
+impl Drop for MainExit {
+    fn drop(&mut self) {
+        // Relaxed: see `ending_job`. A handler that ended the process holds the receive
+        // path's buffers and may not poll.
+        if ENDING_JOB.load(Ordering::Relaxed) || in_handler() {
+            return;
+        }
+        for client in self.clients.take() {
+            // Dropped clients quiesced when they went; only the ones kept alive are left.
+            if let Some(inner) = client.upgrade() {
+                inner.quiesce_before_exit();
+            }
+        }
+    }
+}
+
+/// Has `inner` quiesced when the main thread ends, if this is the main thread. Other threads
+/// may end while the client is still in use, and a quiesce there would wait for traffic that
+/// never stops.
+pub(crate) fn quiesce_at_main_exit(inner: &Arc<Inner>) {
+    if std::thread::current().name() != Some("main") {
+        return;
+    }
+    let _ = AT_MAIN_EXIT.try_with(|at_exit| {
+        let mut clients = at_exit.clients.borrow_mut();
+        clients.retain(|c| c.strong_count() > 0);
+        clients.push(Arc::downgrade(inner));
+    });
 }

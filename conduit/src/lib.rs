@@ -35,6 +35,7 @@ pub mod matchbits;
 mod net;
 mod payload;
 mod recv;
+mod scratch;
 mod send;
 mod shm;
 mod stall;

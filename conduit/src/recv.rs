@@ -20,6 +20,7 @@ use crate::error::AmError;
 use crate::handlers::Category;
 use crate::matchbits::{Direction, MatchBits, MsgType, Protocol};
 use crate::payload;
+use crate::scratch::{with_scratch, Scratch};
 use crate::send::lock;
 use crate::stats::Counters;
 use crate::token::Token;
@@ -43,9 +44,9 @@ thread_local! {
     /// Handlers running on this thread (nested only through self-sends, which are queued, so
     /// in practice 0 or 1).
     static HANDLER_DEPTH: Cell<u32> = const { Cell::new(0) };
-    static BODY: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    static BODY: Scratch = const { RefCell::new(Vec::new()) };
     /// A Long payload read back from the segment for its handler.
-    static LONG: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    static LONG: Scratch = const { RefCell::new(Vec::new()) };
 }
 
 /// Whether the calling thread is inside an AM handler. Layers built on the client use it to
@@ -482,7 +483,7 @@ impl Inner {
             Work(Work),
             LongHeader(Pending),
         }
-        let decoded = BODY.with(|buf| {
+        let decoded = with_scratch(&BODY, |buf| {
             let mut buf = buf.borrow_mut();
             // Appended, not zeroed and then overwritten: one pass over a large Medium.
             buf.clear();
@@ -608,7 +609,7 @@ impl Inner {
                 given: false,
             };
             let args = &p.args[..p.argc];
-            let seen = BODY.with(|buf| {
+            let seen = with_scratch(&BODY, |buf| {
                 let mut buf = buf.borrow_mut();
                 lent.region
                     .with_bytes(lent.at, lent.len, &mut buf, |payload| {
@@ -655,7 +656,7 @@ impl Inner {
             Protocol::Short | Protocol::Long => None,
         };
         match prefix {
-            Some(at) => BODY.with(|buf| {
+            Some(at) => with_scratch(&BODY, |buf| {
                 let buf = buf.borrow();
                 let payload = buf.get(at..).unwrap_or(&[]);
                 self.dispatch(
@@ -738,7 +739,7 @@ impl Inner {
                 // can lend a view (GASNet hands Long handlers a pointer into the segment),
                 // else a copy (a reused buffer: a handler cannot poll, so this cannot be
                 // re-entered).
-                let ran = LONG.with(|buf| {
+                let ran = with_scratch(&LONG, |buf| {
                     let mut buf = buf.borrow_mut();
                     att.segment
                         .with_bytes(offset as usize, len as usize, &mut buf, |payload| {

@@ -31,6 +31,7 @@ use crate::handlers::Category;
 use crate::matchbits::{AmHeader, Direction, MatchBits, MsgType, Protocol, MAX_ARGS};
 use crate::payload;
 use crate::recv::in_handler;
+use crate::scratch::{with_scratch, Scratch};
 use crate::stall::StallClock;
 use crate::stats::Counters;
 
@@ -114,7 +115,7 @@ pub(crate) struct SendState {
 }
 
 thread_local! {
-    static ENCODE: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(MAX_BODY));
+    static ENCODE: Scratch = RefCell::new(Vec::with_capacity(MAX_BODY));
 }
 
 impl SendState {
@@ -504,7 +505,7 @@ impl Inner {
         let offset = args.local_offset;
         // The slot is ours until its ACK. Encoding happens only now, after any polling above,
         // because a handler run by that polling may itself send (and use the buffer).
-        ENCODE.with(|buf| {
+        with_scratch(&ENCODE, |buf| {
             let mut buf = buf.borrow_mut();
             encode(&mut buf);
             debug_assert_eq!(buf.len() + tail.len(), body_len);
