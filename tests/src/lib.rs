@@ -7,6 +7,8 @@
 //! went wrong.
 #![forbid(unsafe_code)]
 
+pub mod lossy;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -89,9 +91,15 @@ pub fn run_job(
     for (k, v) in env {
         cmd.env(k, v);
     }
+    run_command(cmd, timeout)
+}
+
+/// Runs `cmd` (a job) to its end, collecting its output, killing it and failing if it does
+/// not finish within `timeout`.
+pub(crate) fn run_command(mut cmd: Command, timeout: Duration) -> JobOutput {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let start = Instant::now();
-    let mut child = cmd.spawn().expect("spawn rgasnetrun");
+    let mut child = cmd.spawn().expect("spawn the job");
     let mut out = child.stdout.take().expect("stdout");
     let mut err = child.stderr.take().expect("stderr");
     let out_t = std::thread::spawn(move || {
