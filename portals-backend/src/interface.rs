@@ -434,6 +434,21 @@ impl Interface {
         self.lock().stack.all_acknowledged()
     }
 
+    /// Tells the peers that this interface is leaving and sends what that makes due (see
+    /// [`Stack::leave`]): call it repeatedly, once [`Interface::all_acknowledged`], until
+    /// [`Interface::left`].
+    pub fn leave(&self) {
+        let mut st = self.lock();
+        let now = Instant::now();
+        st.stack.leave(now);
+        self.transmit(&mut st, now);
+    }
+
+    /// Whether every peer said it is done with this interface ([`Stack::left`]).
+    pub fn left(&self) -> bool {
+        self.lock().stack.left()
+    }
+
     /// Makes progress until `check` returns `Some`, or `timeout` passes (`None` if it does).
     /// Spins for the configured time, then blocks in the kernel between rounds.
     pub fn wait_for<T>(

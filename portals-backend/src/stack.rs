@@ -195,6 +195,18 @@ impl Stack {
         !self.engine.has_outgoing() && self.lazy.is_empty() && self.transport.all_acknowledged()
     }
 
+    /// Tells the peers that this interface is leaving (the transport's departure handshake,
+    /// [`Transport::leave`]); call it only once [`Stack::all_acknowledged`], and repeatedly
+    /// until [`Stack::left`].
+    pub fn leave(&mut self, now: Instant) {
+        self.transport.leave(now);
+    }
+
+    /// Whether every peer is done with this interface ([`Transport::left`]).
+    pub fn left(&self) -> bool {
+        self.transport.left()
+    }
+
     /// Lazy ACKs held back at the moment.
     pub fn lazy_held(&self) -> usize {
         self.lazy.len()

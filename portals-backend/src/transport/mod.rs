@@ -24,6 +24,7 @@
 //! each way, and a stream of large messages is acked every `ack_every` frames, which keeps
 //! the sender's window open without an ack per datagram.
 
+mod depart;
 mod peers;
 mod recv;
 mod rtt;
@@ -293,6 +294,8 @@ struct Peer {
     deferred_ack: Option<settle::DeferredAck>,
     /// Listed in `Transport::unsettled`.
     unsettled: bool,
+    /// The departure handshake with this peer (see `depart`).
+    departure: depart::Departure,
 }
 
 /// The sans-IO transport of one interface. See the module docs.
@@ -308,6 +311,8 @@ pub struct Transport {
     events: VecDeque<TransportEvent>,
     /// Peers to tell our incarnation (they addressed an earlier one).
     resets: VecDeque<PhysId>,
+    /// BYE frames to send, each in a datagram of its own (see `depart`).
+    byes: Vec<(PhysId, wire::Bye)>,
     budget: Budget,
     stats: TransportStats,
     due: Vec<usize>,
@@ -367,6 +372,7 @@ impl Transport {
             timers: BTreeSet::new(),
             events: VecDeque::new(),
             resets: VecDeque::new(),
+            byes: Vec::new(),
             stats: TransportStats::default(),
             due: Vec::new(),
             unsettled: Vec::new(),
@@ -431,6 +437,7 @@ impl Transport {
             timer: None,
             deferred_ack: None,
             unsettled: false,
+            departure: depart::Departure::default(),
         }
     }
 
@@ -547,6 +554,7 @@ impl Transport {
         let ack_delay = self.cfg.ack_delay;
         let stats = &mut self.stats;
         let budget = &mut self.budget;
+        let byes = &mut self.byes;
         let mut tally = settle::AckTally::new(&mut self.spare);
         let mut deliver = |message: &[u8]| {
             stats.messages_delivered += 1;
@@ -579,6 +587,7 @@ impl Transport {
                         DataOutcome::Inconsistent => stats.dropped_inconsistent += 1,
                     }
                 }
+                Frame::Bye(bye) => depart::on_bye(peer, bye, byes),
             }
         }
         tally.record(&mut self.stats);
@@ -646,15 +655,14 @@ impl Transport {
     ) -> Option<PhysId> {
         out.clear();
         if let Some(to) = self.resets.pop_front() {
-            let dst_incarnation = self.peers.by_id(to).map_or(0, |p| p.remote_inc);
-            wire::write_header(
-                out,
-                &Header {
-                    job_key: self.cfg.job_key,
-                    src_incarnation: self.incarnation,
-                    dst_incarnation,
-                },
-            );
+            // A bare header: it tells the peer this interface's incarnation.
+            self.write_header_to(out, to);
+            self.count_out(out);
+            return Some(to);
+        }
+        if let Some((to, bye)) = self.byes.pop() {
+            self.write_header_to(out, to);
+            wire::write_bye(out, bye);
             self.count_out(out);
             return Some(to);
         }
@@ -747,6 +755,19 @@ impl Transport {
         None
     }
 
+    /// Appends the header of a datagram to `to`.
+    fn write_header_to(&self, out: &mut Vec<u8>, to: PhysId) {
+        let dst_incarnation = self.peers.by_id(to).map_or(0, |p| p.remote_inc);
+        wire::write_header(
+            out,
+            &Header {
+                job_key: self.cfg.job_key,
+                src_incarnation: self.incarnation,
+                dst_incarnation,
+            },
+        );
+    }
+
     fn count_out(&mut self, out: &[u8]) {
         self.stats.datagrams_out += 1;
         self.stats.bytes_out += out.len() as u64;
@@ -755,7 +776,7 @@ impl Transport {
     /// Whether a peer may have a datagram to send now ([`Transport::poll_transmit`] would
     /// look at it); `false` means a transmit call would find nothing.
     pub fn has_ready(&self) -> bool {
-        !self.ready.is_empty() || !self.resets.is_empty()
+        !self.ready.is_empty() || !self.resets.is_empty() || !self.byes.is_empty()
     }
 
     /// Buffers of messages the peers acknowledged, emptied and kept for reuse: a layer that

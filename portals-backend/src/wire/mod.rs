@@ -13,6 +13,8 @@
 //!   0x01 DATA  seq u64, total u32, offset u32, len u32, payload[len]     (21 + len bytes)
 //!   0x02 ACK   cumulative u64, largest u64, ack_delay_us u32, nranges u8,
 //!              nranges × (start u64, end u64)                          (22 + 16·n bytes)
+//!   0x03 BYE   kind u8: 0 = the sender is leaving, 1 = the sender has nothing
+//!              unacknowledged to the receiver, which may leave          (2 bytes)
 //! ```
 //!
 //! A DATA frame is one fragment of a message: `total` is the message length, `offset` where the
@@ -21,6 +23,7 @@
 //! below `cumulative` arrived", lists further received ranges `[start, end)` (selective acks), and
 //! names the `largest` sequence number received with how long the receiver held it before
 //! acknowledging, which lets the sender measure the round-trip time without timestamps on DATA.
+//! BYE frames are the departure handshake of an interface that stops (see the transport).
 //!
 //! Decoding validates the whole datagram before anything is acted upon and never panics: every
 //! read is bounds-checked and every sum is checked.
@@ -44,6 +47,7 @@ pub const ACK_FRAME_MAX: usize = ACK_FRAME_BASE + MAX_SACK_RANGES * ACK_RANGE_LE
 
 const FRAME_DATA: u8 = 0x01;
 const FRAME_ACK: u8 = 0x02;
+const FRAME_BYE: u8 = 0x03;
 
 /// Why a datagram was rejected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -99,6 +103,9 @@ pub enum WireError {
     /// An ACK frame with more ranges than [`MAX_SACK_RANGES`].
     #[error("ack carries {0} selective ranges (at most {MAX_SACK_RANGES})")]
     TooManyRanges(u8),
+    /// A BYE frame of a kind this codec does not know.
+    #[error("unknown BYE kind {0}")]
+    BadBye(u8),
     /// A selective-ack range that is empty, not above the cumulative ack, or out of order.
     #[error("selective ack range [{start}, {end}) is empty, overlaps or is out of order")]
     BadRange {
@@ -247,6 +254,33 @@ impl<'a> AckView<'a> {
     }
 }
 
+/// What a BYE frame says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bye {
+    /// The sender is leaving: everything it sent was acknowledged, and it waits for the
+    /// receiver's [`Bye::Clear`] before it goes.
+    Leaving,
+    /// The sender has nothing unacknowledged to the receiver, which may leave.
+    Clear,
+}
+
+impl Bye {
+    fn code(self) -> u8 {
+        match self {
+            Bye::Leaving => 0,
+            Bye::Clear => 1,
+        }
+    }
+
+    fn from_code(code: u8) -> Result<Bye, WireError> {
+        match code {
+            0 => Ok(Bye::Leaving),
+            1 => Ok(Bye::Clear),
+            other => Err(WireError::BadBye(other)),
+        }
+    }
+}
+
 /// A decoded frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Frame<'a> {
@@ -254,6 +288,8 @@ pub enum Frame<'a> {
     Data(DataFrame<'a>),
     /// An acknowledgement.
     Ack(AckView<'a>),
+    /// A step of the departure handshake.
+    Bye(Bye),
 }
 
 /// A datagram whose header and every frame have been validated.
@@ -354,6 +390,7 @@ impl<'a> Frames<'a> {
         match kind {
             FRAME_DATA => self.decode_data().map(Frame::Data),
             FRAME_ACK => self.decode_ack().map(Frame::Ack),
+            FRAME_BYE => self.decode_bye().map(Frame::Bye),
             _ => Err(WireError::UnknownFrame { kind, at }),
         }
     }
@@ -390,8 +427,14 @@ impl<'a> Frames<'a> {
                 let (cumulative, _, _, n) = self.ack_header()?;
                 self.ack_ranges(cumulative, n, |_| {})
             }
+            FRAME_BYE => self.decode_bye().map(|_| ()),
             _ => Err(WireError::UnknownFrame { kind, at }),
         }
+    }
+
+    fn decode_bye(&mut self) -> Result<Bye, WireError> {
+        let code = self.r.u8("bye kind").map_err(|e| self.rebase(e))?;
+        Bye::from_code(code)
     }
 
     #[inline]
@@ -559,6 +602,12 @@ pub fn write_data_header(out: &mut Vec<u8>, seq: u64, total: u32, offset: u32, l
     out.extend_from_slice(&total.to_le_bytes());
     out.extend_from_slice(&offset.to_le_bytes());
     out.extend_from_slice(&len.to_le_bytes());
+}
+
+/// Appends a BYE frame.
+pub fn write_bye(out: &mut Vec<u8>, bye: Bye) {
+    out.push(FRAME_BYE);
+    out.push(bye.code());
 }
 
 /// Appends an ACK frame.

@@ -326,3 +326,40 @@ proptest! {
         );
     }
 }
+
+#[test]
+fn bye_frames_round_trip_and_are_pinned() {
+    for (bye, code) in [(Bye::Leaving, 0u8), (Bye::Clear, 1u8)] {
+        let mut dg = Vec::new();
+        write_header(&mut dg, &header());
+        let at = dg.len();
+        write_bye(&mut dg, bye);
+        assert_eq!(dg.get(at..), Some(&[0x03, code][..]));
+        let parsed = Datagram::parse(&dg, KEY).unwrap();
+        let frames: Vec<_> = parsed.frames().collect();
+        assert_eq!(frames, vec![Ok(Frame::Bye(bye))]);
+    }
+}
+
+#[test]
+fn a_bye_of_unknown_kind_or_cut_short_is_rejected() {
+    let mut dg = Vec::new();
+    write_header(&mut dg, &header());
+    let mut bad = dg.clone();
+    bad.extend_from_slice(&[0x03, 2]);
+    assert_eq!(
+        Datagram::parse(&bad, KEY).unwrap_err(),
+        WireError::BadBye(2)
+    );
+    let mut cut = dg.clone();
+    cut.push(0x03);
+    assert_eq!(
+        Datagram::parse(&cut, KEY).unwrap_err(),
+        WireError::Truncated {
+            what: "bye kind",
+            at: HEADER_LEN + 1,
+            needed: 1,
+            len: HEADER_LEN + 1
+        }
+    );
+}

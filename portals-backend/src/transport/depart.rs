@@ -1,0 +1,86 @@
+//! The departure handshake of an interface that stops.
+//!
+//! A process that leaves a job must not go while a peer still retransmits to it: the peer
+//! would retransmit, with backoff, until its peer timeout. Lingering until the peers are quiet
+//! does not tell a quiet peer from one waiting out a backed-off retransmission timer. So the
+//! leaving transport asks instead: [`Transport::leave`] sends every peer a BYE `Leaving` (once
+//! everything this transport sent has been acknowledged), and repeats it every `min_rto`. A
+//! peer answers `Clear` once it has nothing unacknowledged to the leaving one. The leaving
+//! transport has [`Transport::left`] when every peer answered `Clear`, said `Leaving` itself
+//! (it went with nothing of its own unacknowledged, and may be gone), or failed.
+//!
+//! The last answer of any handshake can be lost; the leaving side then still lingers for a few
+//! of the peer's retry intervals to answer repeats, and the peer's timeout bounds the rest.
+
+use std::time::Instant;
+
+use super::{Peer, Transport};
+use crate::types::PhysId;
+use crate::wire::Bye;
+
+/// Where the departure handshake stands with one peer.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Departure {
+    /// The peer said it is leaving.
+    pub(super) peer_leaving: bool,
+    /// The peer said it has nothing unacknowledged to this transport.
+    pub(super) cleared: bool,
+    /// When this transport last told the peer it is leaving.
+    asked: Option<Instant>,
+}
+
+impl Departure {
+    /// Whether this transport may leave as far as this peer goes.
+    fn done(&self) -> bool {
+        self.cleared || self.peer_leaving
+    }
+}
+
+/// Acts on a BYE from `peer`: notes it, and answers a `Leaving` with `Clear` (queued on
+/// `answers`) if nothing sent to the peer waits for its acknowledgement. Otherwise the peer
+/// asks again later, and is answered once its acknowledgements have come.
+pub(super) fn on_bye(peer: &mut Peer, bye: Bye, answers: &mut Vec<(PhysId, Bye)>) {
+    match bye {
+        Bye::Leaving => {
+            peer.departure.peer_leaving = true;
+            if !peer.send.outstanding() {
+                answers.push((peer.id, Bye::Clear));
+            }
+        }
+        Bye::Clear => peer.departure.cleared = true,
+    }
+}
+
+impl Transport {
+    /// Tells every peer that this transport is leaving, and again to those that have not
+    /// answered within `min_rto` of the last time. Call it repeatedly until
+    /// [`Transport::left`], transmitting after each call; call it only once everything sent
+    /// is acknowledged ([`Transport::all_acknowledged`]), since a peer takes a `Leaving` as
+    /// the promise that nothing of this transport's is still unacknowledged.
+    pub fn leave(&mut self, now: Instant) {
+        let retry = self.cfg.min_rto;
+        for slot in 0..self.peers.all().len() {
+            let Some(peer) = self.peers.get_mut(slot) else {
+                continue;
+            };
+            let d = &mut peer.departure;
+            if peer.failed || d.done() || d.asked.is_some_and(|t| now < t + retry) {
+                continue;
+            }
+            d.asked = Some(now);
+            self.byes.push((peer.id, Bye::Leaving));
+        }
+    }
+
+    /// Whether every peer is done with this transport: it answered `Clear`, is leaving itself,
+    /// or failed (see the module docs).
+    pub fn left(&self) -> bool {
+        self.peers
+            .all()
+            .iter()
+            .all(|p| p.failed || p.departure.done())
+    }
+}
+
+#[cfg(test)]
+mod tests;
