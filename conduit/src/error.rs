@@ -206,6 +206,16 @@ pub enum AmError {
         /// How long it waited.
         waited: std::time::Duration,
     },
+    /// The rank is leaving, everything it sent was delivered, but some peer did not confirm
+    /// in time that it has nothing unacknowledged to it (the peer computes without polling,
+    /// keeps sending to this rank, or died).
+    #[error("{call}: peers did not confirm within {waited:?} that they have nothing unacknowledged to this rank; a peer keeps sending to it, stopped polling or has died")]
+    Unconfirmed {
+        /// The call.
+        call: &'static str,
+        /// How long it waited.
+        waited: std::time::Duration,
+    },
     /// The target became unreachable.
     #[error("{call}: rank {rank} is unreachable (no answer within RGASNET_PEER_TIMEOUT)")]
     Unreachable {

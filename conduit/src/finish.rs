@@ -11,6 +11,14 @@
 //! [`LINGER_QUIET`], answering what still comes (a retransmission whose ack was lost). The
 //! client's state runs it when its last handle goes away, bounded by `RGASNET_PEER_TIMEOUT`.
 //!
+//! **Leaving.** A quiet spell does not prove that no peer still retransmits to this rank: a
+//! peer whose datagrams were lost waits out a backed-off timer (tens of milliseconds to
+//! seconds) before it tries again. So the end of a rank also runs the transport's departure
+//! handshake before it lingers: it tells every peer it is leaving and waits until each
+//! confirms that it has nothing unacknowledged to this rank, is leaving itself, or failed
+//! ([`rgasnet_portals::transport::Transport::leave`]). Only the end does: a peer takes the
+//! announcement as final.
+//!
 //! **At the main thread's end.** Handlers that hold a clone of the client (or of a layer
 //! above it, as the extended API's do) keep its state alive for good, and a process that ends
 //! with `std::process::exit` drops nothing. So a client made on the main thread is also
@@ -56,12 +64,13 @@ impl Client {
         if in_handler() {
             return Err(AmError::InHandler { call: "quiesce" });
         }
-        self.inner.quiesce(timeout)
+        self.inner.quiesce(timeout, false)
     }
 }
 
 impl Inner {
-    pub(crate) fn quiesce(&self, timeout: Duration) -> Result<(), AmError> {
+    /// [`Client::quiesce`]; `leaving` also runs the departure handshake (the rank's end).
+    pub(crate) fn quiesce(&self, timeout: Duration, leaving: bool) -> Result<(), AmError> {
         const CALL: &str = "quiesce";
         let Some(att) = self.attached.get() else {
             return Ok(());
@@ -97,7 +106,24 @@ impl Inner {
                 }
                 continue;
             }
-            // Everything sent is delivered. Answer what came in since the last look.
+            // Everything sent is delivered. A leaving rank waits for its peers to be done
+            // with it, answering them meanwhile.
+            if leaving && !iface.left() {
+                iface.leave();
+                seen_in = None;
+                let waited = now.duration_since(start);
+                if waited >= timeout {
+                    return Err(AmError::Unconfirmed {
+                        call: CALL,
+                        waited: timeout,
+                    });
+                }
+                if waited >= SPIN {
+                    std::thread::sleep(NAP);
+                }
+                continue;
+            }
+            // Answer what came in since the last look.
             let came_in = iface.transport_stats().datagrams_in;
             if seen_in != Some(came_in) {
                 seen_in = Some(came_in);
@@ -123,18 +149,19 @@ impl Client {
     /// or while the thread panics.
     pub fn quiesce_before_exit(&self) {
         if !in_handler() {
-            self.inner.quiesce_before_exit();
+            // Not the departure handshake: the client itself may still be used.
+            self.inner.quiesce_before_exit(false);
         }
     }
 }
 
 impl Inner {
-    fn quiesce_before_exit(&self) {
+    fn quiesce_before_exit(&self, leaving: bool) {
         if std::thread::panicking() {
             return;
         }
         let bound = Duration::from_secs(self.config.peer_timeout_secs.max(1));
-        if let Err(e) = self.quiesce(bound) {
+        if let Err(e) = self.quiesce(bound, leaving) {
             eprintln!(
                 "rgasnet: warning: rank {} leaves the job with messages undelivered: {e}",
                 self.rank
@@ -145,7 +172,7 @@ impl Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        self.quiesce_before_exit();
+        self.quiesce_before_exit(true);
     }
 }
 
@@ -184,7 +211,7 @@ impl Drop for MainExit {
         for client in self.clients.take() {
             // Dropped clients quiesced when they went; only the ones kept alive are left.
             if let Some(inner) = client.upgrade() {
-                inner.quiesce_before_exit();
+                inner.quiesce_before_exit(true);
             }
         }
     }

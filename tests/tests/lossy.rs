@@ -1,7 +1,8 @@
 //! Real jobs over a network that loses and duplicates datagrams (see `rgasnet_tests::lossy`):
 //! 5 % of the UDP datagrams dropped, 2 % sent twice, PSHM off so that every rank talks over
 //! the native Portals engine. Each conformance program checks its own data byte by byte and
-//! counts every message it expects exactly once; the job must succeed, within a bound.
+//! counts every message it expects exactly once; the job must succeed, and no rank may wait
+//! for a peer timeout at its end.
 
 use std::path::Path;
 use std::time::Duration;
@@ -27,7 +28,9 @@ fn lossy(
     ok_line: &str,
     ok_count: usize,
 ) {
-    let mut all_env = vec![("RGASNET_PSHM", "0")];
+    // A rank left waiting for a peer that is gone waits out the peer timeout: set far above
+    // what a job takes (about a second), so that such a wait shows in the elapsed time.
+    let mut all_env = vec![("RGASNET_PSHM", "0"), ("RGASNET_PEER_TIMEOUT", "60")];
     all_env.extend_from_slice(env);
     let Some(out) = run_lossy_job(
         test,
@@ -53,6 +56,12 @@ fn lossy(
         ok_count,
         "{mode} under loss: `{ok_line}` expected {ok_count} times\n--- stdout\n{}\n--- stderr\n{}",
         out.stdout,
+        out.stderr
+    );
+    assert!(
+        out.elapsed < Duration::from_secs(30),
+        "{mode} under loss took {:?}: a rank waited for a peer that had left\n--- stderr\n{}",
+        out.elapsed,
         out.stderr
     );
     assert!(
