@@ -89,33 +89,28 @@ impl Inner {
             self.poll_internal(CALL)?;
             let in_flight = crate::send::lock(&att.send).in_flight();
             let now = Instant::now();
-            if in_flight > 0 || !iface.all_acknowledged() {
-                // Whatever made this wait (a handler's reply, an ACK held for a request) is
-                // flushed and lingered after again once it is delivered.
+            // Still waiting: for delivery, or (a leaving rank, everything delivered) for the
+            // peers to confirm they are done with it. Whatever made the wait (a handler's
+            // reply, an ACK held for a request) is flushed and lingered after again.
+            let undelivered = in_flight > 0 || !iface.all_acknowledged();
+            if undelivered || (leaving && !iface.left()) {
                 seen_in = None;
+                if !undelivered {
+                    iface.leave();
+                }
                 let waited = now.duration_since(start);
                 if waited >= timeout {
-                    return Err(AmError::Unacknowledged {
-                        call: CALL,
-                        in_flight,
-                        waited: timeout,
-                    });
-                }
-                if waited >= SPIN {
-                    std::thread::sleep(NAP);
-                }
-                continue;
-            }
-            // Everything sent is delivered. A leaving rank waits for its peers to be done
-            // with it, answering them meanwhile.
-            if leaving && !iface.left() {
-                iface.leave();
-                seen_in = None;
-                let waited = now.duration_since(start);
-                if waited >= timeout {
-                    return Err(AmError::Unconfirmed {
-                        call: CALL,
-                        waited: timeout,
+                    return Err(if undelivered {
+                        AmError::Unacknowledged {
+                            call: CALL,
+                            in_flight,
+                            waited: timeout,
+                        }
+                    } else {
+                        AmError::Unconfirmed {
+                            call: CALL,
+                            waited: timeout,
+                        }
                     });
                 }
                 if waited >= SPIN {
