@@ -93,11 +93,13 @@ impl Inner {
             // peers to confirm they are done with it. Whatever made the wait (a handler's
             // reply, an ACK held for a request) is flushed and lingered after again.
             let undelivered = in_flight > 0 || !iface.all_acknowledged();
+            if leaving && !undelivered {
+                // Also while lingering: a peer that is leaving itself waits for this rank's
+                // answer, which `leave` repeats until the peer clears this rank.
+                iface.leave();
+            }
             if undelivered || (leaving && !iface.left()) {
                 seen_in = None;
-                if !undelivered {
-                    iface.leave();
-                }
                 let waited = now.duration_since(start);
                 if waited >= timeout {
                     return Err(if undelivered {

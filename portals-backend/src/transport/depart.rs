@@ -7,7 +7,8 @@
 //! everything this transport sent has been acknowledged), and repeats it every `min_rto`. A
 //! peer answers `Clear` once it has nothing unacknowledged to the leaving one. The leaving
 //! transport has [`Transport::left`] when every peer answered `Clear`, said `Leaving` itself
-//! (it went with nothing of its own unacknowledged, and may be gone), or failed.
+//! (it went with nothing of its own unacknowledged, and may be gone), or failed. A peer that
+//! said `Leaving` is sent `Clear` in turn: it waits for one of the two from every peer.
 //!
 //! The last answer of any handshake can be lost; the leaving side then still lingers for a few
 //! of the peer's retry intervals to answer repeats, and the peer's timeout bounds the rest.
@@ -53,10 +54,12 @@ pub(super) fn on_bye(peer: &mut Peer, bye: Bye, answers: &mut Vec<(PhysId, Bye)>
 
 impl Transport {
     /// Tells every peer that this transport is leaving, and again to those that have not
-    /// answered within `min_rto` of the last time. Call it repeatedly until
-    /// [`Transport::left`], transmitting after each call; call it only once everything sent
-    /// is acknowledged ([`Transport::all_acknowledged`]), since a peer takes a `Leaving` as
-    /// the promise that nothing of this transport's is still unacknowledged.
+    /// cleared it within `min_rto` of the last time. A peer that is leaving itself is told
+    /// `Clear` instead: it may have asked while something sent to it was unacknowledged, and
+    /// waits for that answer. Call it repeatedly until [`Transport::left`] (and while
+    /// lingering), transmitting after each call; call it only once everything sent is
+    /// acknowledged ([`Transport::all_acknowledged`]), since a peer takes both kinds as the
+    /// promise that nothing of this transport's is still unacknowledged.
     pub fn leave(&mut self, now: Instant) {
         let retry = self.cfg.min_rto;
         for slot in 0..self.peers.all().len() {
@@ -64,11 +67,16 @@ impl Transport {
                 continue;
             };
             let d = &mut peer.departure;
-            if peer.failed || d.done() || d.asked.is_some_and(|t| now < t + retry) {
+            if peer.failed || d.cleared || d.asked.is_some_and(|t| now < t + retry) {
                 continue;
             }
             d.asked = Some(now);
-            self.byes.push((peer.id, Bye::Leaving));
+            let bye = if d.peer_leaving {
+                Bye::Clear
+            } else {
+                Bye::Leaving
+            };
+            self.byes.push((peer.id, bye));
         }
     }
 

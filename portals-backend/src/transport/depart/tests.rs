@@ -193,3 +193,34 @@ fn a_transport_without_peers_has_left_at_once() {
     a.leave(t0);
     assert!(drain(&mut a, t0).is_empty());
 }
+
+#[test]
+fn a_peer_asked_while_busy_answers_clear_when_it_leaves_itself() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = (transport(1, t0), transport(2, t0));
+    exchange_one_message(&mut a, &mut b, t0);
+    // `b` has a message to `a` in flight when `a` says it is leaving: no answer yet.
+    b.send(t0, id(1), vec![3u8; 16]).expect("send");
+    let data = drain(&mut b, t0);
+    a.leave(t0);
+    let ask = drain(&mut a, t0);
+    deliver(&mut b, id(1), &ask, t0);
+    assert!(
+        byes(&drain(&mut b, t0)).is_empty(),
+        "b waits for its ack first"
+    );
+    // `a` acknowledges the message; `b` applies that and then leaves too. It counts `a` as
+    // done (a is leaving), but still owes `a` an answer: it sends `Clear`, not `Leaving`.
+    deliver(&mut a, id(2), &data, t0);
+    a.ack_now(t0);
+    let ack = drain(&mut a, t0);
+    deliver(&mut b, id(1), &ack, t0);
+    drain(&mut b, t0);
+    assert!(b.all_acknowledged());
+    assert!(b.left());
+    b.leave(t0);
+    let answer = drain(&mut b, t0);
+    assert_eq!(byes(&answer), vec![(id(1), Bye::Clear)]);
+    deliver(&mut a, id(2), &answer, t0);
+    assert!(a.left());
+}
