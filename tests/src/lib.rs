@@ -27,14 +27,24 @@ pub struct JobOutput {
     pub elapsed: Duration,
 }
 
+/// What a rank prints when its end ran out of time ([`rgasnet::Client::quiesce`]).
+const UNDELIVERED: &str = "leaves the job with messages undelivered";
+
 impl JobOutput {
-    /// Panics with the job's output unless it exited 0.
+    /// Panics with the job's output unless it exited 0 and every rank's end delivered what
+    /// it sent (none waited out its peer timeout).
     pub fn assert_success(&self) {
         assert!(
             self.status.success(),
             "job failed with {:?}\n--- stdout\n{}\n--- stderr\n{}",
             self.status,
             self.stdout,
+            self.stderr
+        );
+        assert!(
+            !self.stderr.contains(UNDELIVERED),
+            "a rank's end ran out of time after {:?}\n--- stderr\n{}",
+            self.elapsed,
             self.stderr
         );
     }
@@ -157,6 +167,7 @@ pub fn check_every_path(program: &Path, ranks: u32, mode: &str, ok_line: &str, t
             out.stdout,
             out.stderr
         );
+        out.assert_success();
         assert_eq!(
             out.stdout.matches(ok_line).count(),
             ranks as usize,

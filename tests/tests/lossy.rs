@@ -43,14 +43,8 @@ fn lossy(
     ) else {
         return;
     };
-    assert!(
-        out.status.success(),
-        "{mode} under loss failed: {:?} after {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        out.status,
-        out.elapsed,
-        out.stdout,
-        out.stderr
-    );
+    // Exit 0, and no rank's end ran out of time.
+    out.assert_success();
     assert_eq!(
         out.stdout.matches(ok_line).count(),
         ok_count,
@@ -62,11 +56,6 @@ fn lossy(
         out.elapsed < Duration::from_secs(30),
         "{mode} under loss took {:?}: a rank waited for a peer that had left\n--- stderr\n{}",
         out.elapsed,
-        out.stderr
-    );
-    assert!(
-        !out.stderr.contains("undelivered"),
-        "{mode} under loss left messages undelivered:\n{}",
         out.stderr
     );
 }
