@@ -442,10 +442,10 @@ impl Client {
         if shm.pending() {
             return true;
         }
-        match shm.rx.try_lock() {
-            Ok(rx) => rx.wait(timeout) || shm.pending(),
+        match crate::send::try_lock(&shm.rx) {
+            Some(rx) => rx.wait(timeout) || shm.pending(),
             // Another thread is draining the queues: let the caller look again.
-            Err(_) => {
+            None => {
                 std::thread::yield_now();
                 true
             }

@@ -90,6 +90,7 @@ struct Block {
 /// A lent message, given back to its block by [`GiveBack::give`] or, if its handler unwinds,
 /// when dropped: a panicking handler does not keep its block from ever being posted again.
 struct GiveBack<'a> {
+    inner: &'a Inner,
     att: &'a Attached,
     block: usize,
     given: bool,
@@ -108,7 +109,13 @@ impl<'a> GiveBack<'a> {
 impl Drop for GiveBack<'_> {
     fn drop(&mut self) {
         if !self.given {
-            lock(&self.att.recv).give_back(self.block);
+            let mut rs = lock(&self.att.recv);
+            rs.give_back(self.block);
+            // Posted again now if it unlinked meanwhile, as `give`'s caller does. Should that
+            // fail, the flow-control recovery posts it when the other blocks fill.
+            if let Err(e) = self.inner.repost(&mut rs, self.att, self.block) {
+                tracing::debug!(error = %e, "re-posting a block after a handler unwound");
+            }
         }
     }
 }
@@ -604,6 +611,7 @@ impl Inner {
     fn run(&self, att: &Attached, mut p: Pending, call: &'static str) -> Result<(), AmError> {
         if let Some(lent) = p.lent.take() {
             let loan = GiveBack {
+                inner: self,
                 att,
                 block: lent.block,
                 given: false,

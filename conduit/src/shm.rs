@@ -268,7 +268,9 @@ impl Inner {
         if !shm.node.has_incoming() {
             return 0;
         }
-        let Ok(mut rx) = shm.rx.try_lock() else {
+        // A handler that panicked (and was caught around `poll`) poisoned the lock; the
+        // queues are consistent (its message was released as it unwound), so go on.
+        let Some(mut rx) = crate::send::try_lock(&shm.rx) else {
             return 0;
         };
         let mut ran = 0;

@@ -109,6 +109,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// [`lock`] without waiting: `None` only while another thread holds the lock. A lock poisoned
+/// by a handler that panicked is taken like any other: each update of the phase is one step.
+fn try_lock<T>(m: &Mutex<T>) -> Option<std::sync::MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(g) => Some(g),
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 impl Barrier {
     pub(crate) fn new(rank: u32, size: u32) -> Barrier {
         let rounds = if size <= 1 {
@@ -180,7 +190,7 @@ impl Barrier {
     /// Merges every value that has arrived for the barrier in progress and sends the next
     /// rounds. Skipped if another thread is in a barrier call (it advances itself).
     pub(crate) fn advance(&self, core: &Core, call: &'static str) -> Result<(), ExtError> {
-        let Ok(mut ph) = self.phase.try_lock() else {
+        let Some(mut ph) = try_lock(&self.phase) else {
             return Ok(());
         };
         self.advance_locked(core, call, &mut ph)
@@ -274,9 +284,9 @@ impl Barrier {
     /// just hang.
     #[cold]
     fn warn_stall(&self, call: &'static str, waited: Duration, limit: u64) {
-        let (epoch, round) = match self.phase.try_lock() {
-            Ok(ph) => (ph.epoch, ph.active.as_ref().map(|a| a.round)),
-            Err(_) => return,
+        let (epoch, round) = match try_lock(&self.phase) {
+            Some(ph) => (ph.epoch, ph.active.as_ref().map(|a| a.round)),
+            None => return,
         };
         let waiting_for = match round {
             Some(k) if k < self.rounds => format!(
