@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use rgasnet::{AmError, Category, Client, Handler, Token, MAX_LONG, MAX_MEDIUM};
 
 mod leave;
+mod unwind;
 
 const SHORT_REQ: u8 = 128;
 const SHORT_REP: u8 = 129;
@@ -262,6 +263,7 @@ fn handlers(st: &Arc<State>, me: u32, skip_missing: bool, client: Option<Client>
         done,
         big_reply_req,
         sink,
+        unwind::handler(st),
     ];
     if let Some(client) = client {
         v.push(probe_handler(st, client));
@@ -756,6 +758,7 @@ fn main() -> ExitCode {
         "rewind" => rewind(&c, &st),
         "stall" => stall(&c, &st, 3000, Duration::from_millis(2500)),
         "errors" => errors(&c, &st),
+        "unwind" => unwind::unwind(&c, &st),
         "unregistered" => {
             if me == 0 {
                 let _ = c.am_request_medium(1, MAYBE_MISSING, &[], b"who handles this?");
