@@ -1,6 +1,6 @@
 //! Real jobs over a network that loses and duplicates datagrams (see `rgasnet_tests::lossy`):
 //! 5 % of the UDP datagrams dropped, 2 % sent twice, PSHM off so that every rank talks over
-//! the native Portals engine. Each conformance program checks its own data byte by byte and
+//! the native Portals engine (or, for the mixed test, supernodes of two that talk over it). Each conformance program checks its own data byte by byte and
 //! counts every message it expects exactly once; the job must succeed, and no rank may wait
 //! for a peer timeout at its end.
 
@@ -18,7 +18,8 @@ const LOSS: Loss = Loss {
 };
 
 /// Runs `program mode` on `ranks` ranks over the lossy network (with `env` on top of PSHM
-/// off), asserting that it succeeds and that `ok_line` was printed `ok_count` times.
+/// off, unless `env` sets supernodes), asserting that it succeeds and that `ok_line` was
+/// printed `ok_count` times.
 fn lossy(
     test: &str,
     program: &str,
@@ -30,7 +31,10 @@ fn lossy(
 ) {
     // A rank left waiting for a peer that is gone waits out the peer timeout: set far above
     // what a job takes (about a second), so that such a wait shows in the elapsed time.
-    let mut all_env = vec![("RGASNET_PSHM", "0"), ("RGASNET_PEER_TIMEOUT", "60")];
+    let mut all_env = vec![("RGASNET_PEER_TIMEOUT", "60")];
+    if !env.iter().any(|(k, _)| *k == "GASNET_SUPERNODE_MAXSIZE") {
+        all_env.push(("RGASNET_PSHM", "0"));
+    }
     all_env.extend_from_slice(env);
     let Some(out) = run_lossy_job(
         test,
@@ -118,4 +122,27 @@ fn one_sided_operations_and_barriers_complete_under_loss_and_duplication() {
     lossy(t, EXT, 4, "rma", &[], "rma ok", 4);
     lossy(t, EXT, 4, "memset", &[], "memset ok", 4);
     lossy(t, EXT, 4, "barrier", &[], "barrier ok", 4);
+}
+
+#[test]
+fn supernodes_of_two_over_a_lossy_network_deliver_everything() {
+    let t = "supernodes_of_two_over_a_lossy_network_deliver_everything";
+    // Ranks 0 and 1 share memory, as do 2 and 3; the pairs talk over the lossy network.
+    let mixed = [("GASNET_SUPERNODE_MAXSIZE", "2")];
+    lossy(t, AM, 4, "basic", &mixed, "basic ok", 4);
+    lossy(
+        t,
+        AM,
+        4,
+        "flood",
+        &[
+            ("GASNET_SUPERNODE_MAXSIZE", "2"),
+            ("GASNET_AM_NUM_ENTRIES", "2"),
+            ("GASNET_AM_BUFFER_SIZE", "131072"),
+        ],
+        "exactly once",
+        1,
+    );
+    lossy(t, EXT, 4, "rma", &mixed, "rma ok", 4);
+    lossy(t, EXT, 4, "barrier", &mixed, "barrier ok", 4);
 }
