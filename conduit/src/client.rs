@@ -431,6 +431,25 @@ impl Client {
         self.inner.net_peers
     }
 
+    /// Whether rank `rank` has ended its program: its end said so (over the network, or in
+    /// its shared-memory header for a node peer). Lets a wait for that rank fail instead of
+    /// waiting forever. Poll once more after it turns `true`: what the rank sent before it
+    /// left may still wait to be handled.
+    pub fn has_left(&self, rank: u32) -> bool {
+        if self.inner.supernode.contains(&rank) {
+            return self
+                .inner
+                .attached
+                .get()
+                .and_then(|a| a.shm.as_ref())
+                .is_some_and(|shm| shm.node.has_left(rank));
+        }
+        self.inner
+            .peers
+            .get(rank as usize)
+            .is_some_and(|&p| self.inner.am_ni.interface().peer_left(p))
+    }
+
     /// Waits at most `timeout` for shared-memory work for `poll()` (see
     /// [`Client::shm_pending`]): spins briefly, then sleeps on the doorbell futex that node
     /// peers ring when they enqueue for a sleeping rank. Returns whether there is work; `false`

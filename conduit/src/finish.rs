@@ -75,6 +75,12 @@ impl Inner {
         let Some(att) = self.attached.get() else {
             return Ok(());
         };
+        if leaving {
+            // Everything sent to node peers is in their queues already.
+            if let Some(shm) = att.shm.as_ref() {
+                shm.node.mark_left();
+            }
+        }
         if !self.net_peers {
             // Shared-memory messages are in the target's queue once sent.
             return Ok(());

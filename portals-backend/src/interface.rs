@@ -444,6 +444,11 @@ impl Interface {
         self.transmit(&mut st, now);
     }
 
+    /// Whether `peer` said it is leaving ([`Transport::peer_left`]).
+    pub fn peer_left(&self, peer: PhysId) -> bool {
+        self.lock().stack.transport.peer_left(peer)
+    }
+
     /// Whether every peer said it is done with this interface ([`Stack::left`]).
     pub fn left(&self) -> bool {
         self.lock().stack.left()

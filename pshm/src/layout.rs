@@ -46,6 +46,8 @@ pub(crate) const W_REQ_TAIL: usize = 40;
 pub(crate) const W_REQ_HEAD: usize = 48;
 pub(crate) const W_REP_TAIL: usize = 56;
 pub(crate) const W_REP_HEAD: usize = 64;
+/// Non-zero once the rank has ended its program ([`crate::Node::mark_left`]).
+pub(crate) const W_LEFT: usize = 72;
 
 /// Cells that the largest record needs (header, 16 args, maximal Medium payload).
 pub(crate) const MAX_RECORD_CELLS: usize =
@@ -137,6 +139,7 @@ mod tests {
             W_REQ_HEAD,
             W_REP_TAIL,
             W_REP_HEAD,
+            W_LEFT,
         ];
         let mut lines: Vec<usize> = hot.iter().map(|w| w / 8).collect();
         lines.push(W_MAGIC / 8);

@@ -280,6 +280,29 @@ impl Node {
         self.peers.get(i as usize)
     }
 
+    /// Marks this rank as having ended its program (its end calls it), so that node peers
+    /// waiting for it can fail instead of waiting forever ([`Node::has_left`]).
+    pub fn mark_left(&self) {
+        if let Some(word) = self
+            .peer(self.rank)
+            .and_then(|p| p.mapping.words().get(layout::W_LEFT))
+        {
+            // Release: whatever this rank enqueued before is visible to a peer that sees the
+            // mark (its load is `Acquire`).
+            word.store(1, Ordering::Release);
+        }
+    }
+
+    /// Whether node peer `rank` has ended its program ([`Node::mark_left`]); `false` for a
+    /// rank outside the supernode.
+    pub fn has_left(&self, rank: u32) -> bool {
+        self.peer(rank)
+            .and_then(|p| p.mapping.words().get(layout::W_LEFT))
+            // Acquire: pairs with `mark_left`'s store, so a poll after this sees every message
+            // the rank enqueued before it left.
+            .is_some_and(|word| word.load(Ordering::Acquire) != 0)
+    }
+
     /// `rank`'s segment, mapped in this process (load/store and copies go straight to the
     /// shared memory); `None` if `rank` is not in the supernode.
     #[inline]

@@ -80,6 +80,14 @@ impl Transport {
         }
     }
 
+    /// Whether `peer` said it is leaving: the program on it has ended, and will call nothing
+    /// any more (its process may still be lingering).
+    pub fn peer_left(&self, peer: PhysId) -> bool {
+        self.peers
+            .by_id(peer)
+            .is_some_and(|p| p.departure.peer_leaving)
+    }
+
     /// Whether every peer is done with this transport: it answered `Clear`, is leaving itself,
     /// or failed (see the module docs).
     pub fn left(&self) -> bool {

@@ -91,7 +91,10 @@ fn a_leaving_transport_has_left_once_its_peer_clears_it() {
     // Asked again only after `min_rto`.
     a.leave(t0 + Duration::from_millis(1));
     assert!(drain(&mut a, t0).is_empty());
+    assert!(!b.peer_left(id(1)));
     deliver(&mut b, id(1), &ask, t0);
+    assert!(b.peer_left(id(1)), "b knows a's program has ended");
+    assert!(!b.peer_left(id(3)), "nor any unknown peer");
     let answer = drain(&mut b, t0);
     assert_eq!(byes(&answer), vec![(id(1), Bye::Clear)]);
     // For `b`, whose only peer is leaving, that peer is done with it too.
