@@ -105,6 +105,10 @@ pub(crate) struct Barrier {
     complete: AtomicU32,
 }
 
+/// How many looks of a barrier wait pass between two checks of whether the rank it waits
+/// for has ended its program (each check takes the interface's lock).
+const LOOKS_PER_PARTNER_CHECK: u32 = 256;
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -279,6 +283,15 @@ impl Barrier {
         self.complete.load(Ordering::Acquire) == epoch
     }
 
+    /// The barrier this rank waits in and the rank it waits for in its current round, if that
+    /// rank has ended its program (see [`rgasnet::Client::has_left`]).
+    fn partner_left(&self, core: &Core) -> Option<(u32, u32)> {
+        let ph = try_lock(&self.phase)?;
+        let round = ph.active.as_ref()?.round;
+        let partner = (round < self.rounds).then(|| self.partner_from(round))?;
+        core.client.has_left(partner).then_some((partner, ph.epoch))
+    }
+
     /// Says on stderr that this rank has waited `waited` in the barrier, and for whom: a rank
     /// that never reaches the barrier holds every other, and without a word the job would
     /// just hang.
@@ -333,15 +346,45 @@ impl Extended {
         // fast barrier nothing (reading it once per barrier cost the 2-rank barrier 3 %).
         let limit = self.sh.core.client.config().stall_warning_secs;
         let mut clock = rgasnet::StallClock::new(limit);
-        self.sh.wait_until(call, None, |_, _| {
-            if b.is_complete(epoch) {
-                return Ok(true);
+        let mut looks: u32 = 0;
+        while !b.is_complete(epoch) {
+            // Every so many looks the wait steps out (the check runs under the interface's
+            // lock) to ask whether the rank it waits for has ended its program.
+            let mut ask = false;
+            self.sh.wait_until(call, None, |_, _| {
+                if b.is_complete(epoch) {
+                    return Ok(true);
+                }
+                if let Some(waited) = clock.check() {
+                    b.warn_stall(call, waited, limit);
+                }
+                looks = looks.wrapping_add(1);
+                ask = looks % LOOKS_PER_PARTNER_CHECK == 0;
+                Ok(ask)
+            })?;
+            if ask && b.partner_left(&self.sh.core).is_some() {
+                // What it sent before it left came first (in order over the network, enqueued
+                // before its mark on shared memory): take that in and merge it, then look
+                // again. Bounded: a flood from elsewhere must not hold this up.
+                for _ in 0..64 {
+                    let ran = self
+                        .sh
+                        .core
+                        .client
+                        .poll()
+                        .map_err(|e| ExtError::from_am(call, e))?;
+                    if ran == 0 {
+                        break;
+                    }
+                }
+                b.advance(&self.sh.core, call)?;
+                if !b.is_complete(epoch) {
+                    if let Some((rank, epoch)) = b.partner_left(&self.sh.core) {
+                        return Err(ExtError::BarrierPeerLeft { call, rank, epoch });
+                    }
+                }
             }
-            if let Some(waited) = clock.check() {
-                b.warn_stall(call, waited, limit);
-            }
-            Ok(false)
-        })?;
+        }
         b.finish(call)
     }
 

@@ -104,6 +104,17 @@ pub enum ExtError {
         /// The call.
         call: &'static str,
     },
+    /// The rank this barrier waits for ended its program without reaching the barrier (its
+    /// end told this rank so): the barrier can never complete.
+    #[error("{call}: rank {rank} ended its program without reaching barrier {epoch}; every rank must call the same barriers")]
+    BarrierPeerLeft {
+        /// The call.
+        call: &'static str,
+        /// The rank that left.
+        rank: u32,
+        /// The barrier (its count on this rank).
+        epoch: u32,
+    },
     /// `barrier_notify` was called again before the barrier was waited for.
     #[error("barrier_notify called while a barrier is still in progress; call barrier_wait first")]
     BarrierAlreadyNotified,

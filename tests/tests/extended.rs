@@ -74,6 +74,33 @@ fn barriers_two_ranks() {
 }
 
 #[test]
+fn a_barrier_whose_peer_ended_its_program_fails_naming_it() {
+    // Rank 1 calls `std::process::exit(0)` instead of the second barrier; its end tells rank
+    // 0 (over the network, or in its shared-memory header), whose barrier must fail at once
+    // with BarrierPeerLeft naming rank 1 instead of waiting forever.
+    for (path, env) in rgasnet_tests::paths(2) {
+        let out = run_job(
+            2,
+            Path::new(PROG),
+            &["barrier-left"],
+            env,
+            Duration::from_secs(30),
+        );
+        out.assert_success();
+        assert!(
+            out.stdout.contains(
+                "rank 0: barrier-left ok after"
+            ) && out.stdout.contains(
+                "barrier_wait: rank 1 ended its program without reaching barrier 2; every rank must call the same barriers"
+            ),
+            "{path}: {}\n{}",
+            out.stdout,
+            out.stderr
+        );
+    }
+}
+
+#[test]
 fn a_barrier_that_waits_long_says_for_whom() {
     // The last rank arrives 2.5 s late; with RGASNET_STALL_WARNING=1 the others say after 1 s
     // that they wait, naming the barrier round and the rank they wait for; then all complete.

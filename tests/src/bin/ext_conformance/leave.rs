@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rgasnet::Client;
-use rgasnet_extended::Extended;
+use rgasnet_extended::{ExtError, Extended};
 
 use crate::SINK;
 
@@ -54,4 +54,37 @@ pub(crate) fn leave(client: &Client, ext: Extended, sunk: &AtomicU64) -> ExitCod
     }
     println!("rank {me}: leave ok: {got} requests");
     ExitCode::SUCCESS
+}
+
+/// Mode `barrier-left`: rank 1 ends its program (`std::process::exit(0)`) instead of calling
+/// the next barrier; rank 0's barrier must fail at once, naming rank 1, instead of waiting
+/// forever. One barrier first, so that the two have talked.
+pub(crate) fn barrier_left(ext: &Extended) -> ExitCode {
+    let me = ext.rank();
+    if let Err(e) = ext.barrier() {
+        eprintln!("ext_conformance: rank {me}: first barrier: {e}");
+        return ExitCode::from(1);
+    }
+    if me == 1 {
+        println!("rank 1: barrier-left: leaving before the second barrier");
+        // Flushed: `exit` runs no destructor, and stdout is a pipe.
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        std::process::exit(0);
+    }
+    let start = Instant::now();
+    match ext.barrier() {
+        Err(e @ ExtError::BarrierPeerLeft { rank: 1, .. }) => {
+            println!(
+                "rank {me}: barrier-left ok after {:.1} s: {e}",
+                start.elapsed().as_secs_f64()
+            );
+            ExitCode::SUCCESS
+        }
+        other => {
+            eprintln!(
+                "ext_conformance: rank {me}: barrier-left FAILED: the barrier gave {other:?}"
+            );
+            ExitCode::from(1)
+        }
+    }
 }

@@ -663,6 +663,9 @@ fn main() -> ExitCode {
         // The handlers hold no extended-API handle here, so returning drops the last one.
         return leave::leave(&client, ext, &sunk);
     }
+    if mode == "barrier-left" {
+        return leave::barrier_left(&ext);
+    }
     let _ = cell.set(ext.clone());
     let seed = 0x5eed_0000 + u64::from(me);
     let mut rng = Rng::new(seed);
