@@ -85,6 +85,15 @@ pub enum AmError {
         /// The call.
         call: &'static str,
     },
+    /// The destination ended its program (see [`crate::Client::has_left`]) while this rank
+    /// waited for room in its queue: the message can never be delivered.
+    #[error("{call}: rank {rank} ended its program; nothing more can be sent to it")]
+    PeerLeft {
+        /// The call.
+        call: &'static str,
+        /// The rank that left.
+        rank: u32,
+    },
     /// Destination rank out of range.
     #[error("{call}: rank {rank} is not in this job of {size} ranks")]
     BadRank {

@@ -207,6 +207,10 @@ impl Inner {
                         self.defer_reply(shm, dest, &msg);
                         return Ok(());
                     }
+                    // A full queue whose owner has ended its program stays full.
+                    if shm.node.has_left(dest) {
+                        return Err(AmError::PeerLeft { call, rank: dest });
+                    }
                     self.waited(&mut watch, call, dest);
                     self.poll_internal(call)?;
                 }

@@ -112,6 +112,22 @@ fn a_handler_that_panics_leaves_the_conduit_working() {
 }
 
 #[test]
+fn a_send_to_a_rank_that_ended_its_program_fails_naming_it() {
+    // Shared memory: rank 1 exits without ever polling; rank 0 fills its request queue and
+    // must then get PeerLeft naming rank 1, instead of waiting for room forever. (Over the
+    // network such a send is retransmitted until RGASNET_PEER_TIMEOUT, then fails.)
+    let out = job(2, "send-left", &[]);
+    out.assert_success();
+    assert!(
+        out.stdout.contains("rank 0: send-left ok: refused after")
+            && out.stdout.contains("rank 1 has left"),
+        "{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+}
+
+#[test]
 fn a_send_that_waits_long_for_room_says_so_and_completes() {
     // Rank 1 does not poll for 2.5 s while rank 0 floods it: rank 0's sends run out of room
     // (network flow control, or a full shared-memory queue) and wait; after 1 s rank 0 says so

@@ -53,3 +53,27 @@ pub(crate) fn leave(c: Client, st: &State) -> Result<(), String> {
     println!("rank 1: leave ok: {got} requests");
     Ok(())
 }
+
+/// Mode `send-left` (shared memory): rank 1 ends its program (`std::process::exit(0)`)
+/// without ever polling; rank 0 sends it requests until its queue is full, and must then get
+/// [`AmError::PeerLeft`] naming rank 1 instead of waiting forever for room.
+pub(crate) fn send_left(c: Client) -> Result<(), String> {
+    let e = |e: AmError| e.to_string();
+    c.bootstrap().barrier().map_err(|e| e.to_string())?;
+    if c.rank() == 1 {
+        println!("rank 1: send-left: leaving without polling");
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        std::process::exit(0);
+    }
+    for sent in 0..1_000_000u64 {
+        match c.am_request_short(1, SINK, &[]) {
+            Ok(()) => {}
+            Err(AmError::PeerLeft { rank: 1, .. }) => {
+                println!("rank 0: send-left ok: refused after {sent} requests, rank 1 has left");
+                return Ok(());
+            }
+            Err(other) => return Err(e(other)),
+        }
+    }
+    Err("a million requests to a rank that never polls all went through".into())
+}

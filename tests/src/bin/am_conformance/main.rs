@@ -730,10 +730,19 @@ fn main() -> ExitCode {
         None => 2 * SLICE * n,
     };
     // The modes that end by dropping the client must not keep its state alive from a handler.
-    let prober = (mode != "leave").then(|| c.clone());
+    let prober = (mode != "leave" && mode != "send-left").then(|| c.clone());
     if let Err(e) = c.attach(seg, handlers(&st, me, skip, prober)) {
         eprintln!("am_conformance: rank {me}: attach: {e}");
         return ExitCode::from(2);
+    }
+    if mode == "send-left" {
+        return match leave::send_left(c) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("am_conformance: rank {me}: send-left FAILED: {e}");
+                ExitCode::from(1)
+            }
+        };
     }
     if mode == "leave" {
         // No closing handshake: rank 0 returns right after sending, and its client's end
