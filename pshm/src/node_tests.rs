@@ -368,3 +368,43 @@ fn mapped_segment_is_the_region_s_bytes_one_word_at_a_time() {
         assert_eq!(got, want);
     });
 }
+
+#[test]
+fn a_rank_that_marks_itself_left_is_seen_left_with_what_it_sent_before() {
+    with_ranks(2, 4096, |rank, node, mut rx, barrier| {
+        assert!(
+            !node.has_left(0) && !node.has_left(1),
+            "nobody has left yet"
+        );
+        barrier.wait();
+        if rank == 1 {
+            node.try_send_request(
+                0,
+                &AmMessage {
+                    handler: 150,
+                    args: &[7],
+                    body: Body::Short,
+                },
+            )
+            .unwrap();
+            node.mark_left();
+            assert!(node.has_left(1), "a rank sees its own mark");
+        } else {
+            while !node.has_left(1) {
+                std::hint::spin_loop();
+            }
+            // The request enqueued before the mark is there once the mark is seen.
+            let got = rx.requests.try_recv().unwrap().unwrap();
+            assert_eq!(
+                (got.source(), got.handler(), got.args()),
+                (1, 150, &[7][..])
+            );
+            assert!(!node.has_left(0));
+            assert!(
+                !node.has_left(5),
+                "a rank outside the supernode is never seen left"
+            );
+        }
+        barrier.wait();
+    });
+}
