@@ -78,6 +78,14 @@ pub enum SendError {
         /// `"request"` or `"reply"`.
         queue: &'static str,
     },
+    /// The receiver ended its program and closed its queues: nothing would take the message.
+    #[error("rank {dest} ended its program and closed its {queue} queue")]
+    Closed {
+        /// Receiver.
+        dest: u32,
+        /// `"request"` or `"reply"`.
+        queue: &'static str,
+    },
     /// More than [`crate::MAX_ARGS`] arguments.
     #[error("{argc} arguments exceed the maximum of {max}")]
     TooManyArgs {

@@ -388,6 +388,8 @@ pub struct Inbox {
     which: Queue,
     /// Consumer's copy of `head` (only this process writes the shared one).
     head: u64,
+    /// Set by [`Receiver::close`]: the end of what producers reserved before the close.
+    closed_at: Option<u64>,
 }
 
 impl std::fmt::Debug for Inbox {
@@ -405,6 +407,7 @@ impl Inbox {
             place: place(mapping, layout, which)?,
             which,
             head: 0,
+            closed_at: None,
         })
     }
 
@@ -418,6 +421,18 @@ impl Inbox {
     /// Whether a message is waiting.
     pub fn has_pending(&self) -> bool {
         self.place.ring().committed_at(self.head)
+    }
+
+    /// Closes the queue (once); see [`Receiver::close`].
+    fn close(&mut self) {
+        if self.closed_at.is_none() {
+            self.closed_at = Some(self.place.ring().close());
+        }
+    }
+
+    /// Whether the queue is closed and everything reserved before was taken.
+    fn drained(&self) -> bool {
+        self.closed_at.is_some_and(|end| self.head >= end)
     }
 }
 
@@ -441,6 +456,20 @@ impl std::fmt::Debug for Receiver {
 }
 
 impl Receiver {
+    /// Closes both queues as this rank ends its program: node peers' later sends fail with
+    /// [`SendError::Closed`] instead of enqueueing messages no handler would run. What they
+    /// enqueued before is still taken in; [`Receiver::drained`] says when it all was.
+    pub fn close(&mut self) {
+        self.requests.close();
+        self.replies.close();
+    }
+
+    /// Whether both queues are closed and every message enqueued before was taken (a sender
+    /// between its reservation and its commit is waited for).
+    pub fn drained(&self) -> bool {
+        self.requests.drained() && self.replies.drained()
+    }
+
     /// Whether either queue has a message.
     pub fn has_pending(&self) -> bool {
         self.replies.has_pending() || self.requests.has_pending()

@@ -408,3 +408,43 @@ fn a_rank_that_marks_itself_left_is_seen_left_with_what_it_sent_before() {
         barrier.wait();
     });
 }
+
+#[test]
+fn a_closed_receiver_refuses_senders_and_is_drained_once_it_took_what_came_before() {
+    let msg = |arg: &'static [u32]| AmMessage {
+        handler: 151,
+        args: arg,
+        body: Body::Short,
+    };
+    with_ranks(2, 4096, |rank, node, mut rx, barrier| {
+        assert!(!rx.drained(), "an open receiver is never drained");
+        if rank == 1 {
+            node.try_send_request(0, &msg(&[1])).unwrap();
+            node.try_send_reply(0, &msg(&[2])).unwrap();
+        }
+        barrier.wait();
+        if rank == 0 {
+            rx.close();
+            assert!(!rx.drained(), "two messages came before the close");
+        }
+        barrier.wait();
+        if rank == 1 {
+            let closed = |queue| Err(SendError::Closed { dest: 0, queue });
+            assert_eq!(node.try_send_request(0, &msg(&[3])), closed("request"));
+            assert_eq!(node.try_send_reply(0, &msg(&[4])), closed("reply"));
+        } else {
+            assert_eq!(rx.requests.try_recv().unwrap().unwrap().args(), &[1]);
+            assert!(!rx.drained());
+            assert_eq!(rx.replies.try_recv().unwrap().unwrap().args(), &[2]);
+            assert!(rx.drained());
+            assert!(rx.requests.try_recv().unwrap().is_none());
+            assert!(rx.replies.try_recv().unwrap().is_none());
+            // The closed rank can still send to its peers (its handlers' replies).
+            node.try_send_request(1, &msg(&[5])).unwrap();
+        }
+        barrier.wait();
+        if rank == 1 {
+            assert_eq!(rx.requests.try_recv().unwrap().unwrap().args(), &[5]);
+        }
+    });
+}

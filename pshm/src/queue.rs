@@ -6,7 +6,8 @@
 //! The ring is `cap` cells of 64 bytes (`cap` a power of two) plus two counters on their own
 //! cache lines: `tail`, the next free position, advanced by producers with a CAS, and `head`,
 //! the first position the consumer has not released, written only by the consumer. Positions
-//! are 64-bit and never wrap in practice (2^64 cells); position `p` lives in cell `p % cap`.
+//! are 64-bit and never wrap in practice (2^62 cells: the two top bits of `tail` are flags);
+//! position `p` lives in cell `p % cap`.
 //!
 //! A record (see `message`) covers `n` consecutive cells. A producer reserves `[t, t + n)` by
 //! moving `tail` from `t` to `t + n`, writes the record, and commits it by storing `t + 1` into
@@ -46,11 +47,21 @@
 //! # Sleeping receivers
 //!
 //! Bit 63 of `tail` ([`SLEEP_BIT`]) is the receiver's "I am going to sleep" flag (positions
-//! never reach 2^63). Putting it in the word every producer already CASes makes the
+//! never reach 2^62). Putting it in the word every producer already CASes makes the
 //! announcement and the producers' reservations totally ordered without any fence on the
 //! producer side: either the receiver's `fetch_or` sees a reservation it has not consumed
 //! (and does not sleep), or a producer's CAS sees the bit, clears it, and rings the doorbell
 //! after its commit. See `wait` for the doorbell itself.
+//!
+//! # Closing
+//!
+//! A receiver that ends its program closes its rings: it sets bit 62 of `tail` ([`CLOSED_BIT`])
+//! with a `fetch_or`, whose result is the last position any producer reserved. A producer that
+//! sees the bit fails with `SendError::Closed` instead of reserving, so nothing can arrive after
+//! the receiver's last look; the receiver runs the handlers of everything up to that position
+//! (waiting for reservations still being written) before it goes. Again one word orders the two
+//! sides: a reservation's CAS either precedes the `fetch_or` (and is in the range it returns) or
+//! fails on the changed word and sees the bit.
 //!
 //! # Orderings
 //!
@@ -82,6 +93,13 @@ use crate::segment::Mapping;
 
 /// Bit of `tail` that says the receiver is going to sleep (see the module docs).
 pub(crate) const SLEEP_BIT: u64 = 1 << 63;
+
+/// Bit of `tail` that says the receiver closed the ring: it ended its program, and takes in
+/// only what was reserved before (see the module docs).
+pub(crate) const CLOSED_BIT: u64 = 1 << 62;
+
+/// The position part of `tail`.
+const POSITION: u64 = !(SLEEP_BIT | CLOSED_BIT);
 use crate::layout::{CELL_BYTES, CELL_WORDS};
 use crate::message::{
     cells_for, pack_meta, pack_sizes, payload_offset, unpack_meta, unpack_sizes, AmCategory,
@@ -256,7 +274,13 @@ impl<'a> Ring<'a> {
         let mask = cap - 1;
         let (t, pad, wake) = loop {
             let raw = self.tail.load(Ordering::Relaxed);
-            let t = raw & !SLEEP_BIT;
+            if raw & CLOSED_BIT != 0 {
+                return Err(SendError::Closed {
+                    dest,
+                    queue: self.name,
+                });
+            }
+            let t = raw & POSITION;
             let idx = t & mask;
             let pad = if idx + n > cap { cap - idx } else { 0 };
             let end = t + pad + n;
@@ -336,7 +360,15 @@ impl<'a> Ring<'a> {
     /// reserved beyond `head`). If it is not, the receiver must not sleep: a record is
     /// committed or about to be, and its producer may not have seen the bit.
     pub(crate) fn announce_sleep(&self, head: u64) -> bool {
-        self.tail.fetch_or(SLEEP_BIT, Ordering::AcqRel) & !SLEEP_BIT == head
+        self.tail.fetch_or(SLEEP_BIT, Ordering::AcqRel) & POSITION == head
+    }
+
+    /// The receiver closes the ring (see the module docs); returns the end of what was reserved
+    /// before, which the receiver must still take in.
+    pub(crate) fn close(&self) -> u64 {
+        // AcqRel: in the total order of `tail`'s read-modify-writes, as the producers' CAS;
+        // the records themselves are published by their markers.
+        self.tail.fetch_or(CLOSED_BIT, Ordering::AcqRel) & POSITION
     }
 
     /// The receiver is awake again: later producers need not ring.

@@ -444,3 +444,110 @@ fn the_sleep_bit_is_seen_by_exactly_one_producer_and_blocks_a_busy_sleep() {
     assert_eq!(r.ring().tail.load(Ordering::Relaxed), 3);
     assert!(!r.ring().try_enqueue(&cache, 0, 1, &short(4)).unwrap());
 }
+
+#[test]
+fn a_closed_ring_refuses_new_records_and_yields_those_reserved_before() {
+    let r = TestRing::new(4);
+    let cache = AtomicU64::new(0);
+    let mut head = 0u64;
+    for i in 1..5 {
+        r.ring().try_enqueue(&cache, 0, 1, &short(i)).unwrap();
+    }
+    assert_eq!(
+        r.ring().try_enqueue(&cache, 0, 1, &short(5)),
+        Err(SendError::Full {
+            dest: 1,
+            queue: "request"
+        })
+    );
+    // A receiver that announced it sleeps and then closes: the bit of each stays.
+    assert!(!r.ring().announce_sleep(head));
+    assert_eq!(
+        r.ring().close(),
+        4,
+        "the close returns the end of the reservations"
+    );
+    let closed = Err(SendError::Closed {
+        dest: 1,
+        queue: "request",
+    });
+    // Refused, full or not, and whatever the sleep bit says.
+    assert_eq!(r.ring().try_enqueue(&cache, 0, 1, &short(6)), closed);
+    for i in 1..5 {
+        assert_eq!(
+            r.ring().try_dequeue(&mut head).unwrap().unwrap().args(),
+            &[i]
+        );
+    }
+    assert_eq!(head, 4);
+    assert!(r.ring().try_dequeue(&mut head).unwrap().is_none());
+    r.ring().retract_sleep();
+    assert_eq!(r.ring().try_enqueue(&cache, 0, 1, &short(7)), closed);
+    // Closing again changes nothing.
+    assert_eq!(r.ring().close(), 4);
+    assert_eq!(
+        r.ring().tail.load(Ordering::Relaxed),
+        4 | CLOSED_BIT,
+        "refused producers reserved nothing"
+    );
+}
+
+#[test]
+fn a_close_racing_producers_loses_nothing_and_admits_nothing_after() {
+    let (producers, before_close) = if cfg!(miri) {
+        (2u32, 10u32)
+    } else {
+        (3, 30_000)
+    };
+    let r = Arc::new(TestRing::new(16));
+    let cache = Arc::new(AtomicU64::new(0));
+    let mut threads = Vec::new();
+    for src in 0..producers {
+        let (r, cache) = (Arc::clone(&r), Arc::clone(&cache));
+        threads.push(std::thread::spawn(move || {
+            // Sends until refused; returns how many were accepted.
+            let mut seq = 0u32;
+            loop {
+                let args = [seq, src];
+                let m = AmMessage {
+                    handler: src as u8,
+                    args: &args,
+                    body: Body::Short,
+                };
+                match r.ring().try_enqueue(&cache, src, 0, &m) {
+                    Ok(_) => seq += 1,
+                    Err(SendError::Full { .. }) => std::thread::yield_now(),
+                    Err(SendError::Closed { dest: 0, .. }) => return seq,
+                    Err(other) => panic!("producer {src}: {other}"),
+                }
+            }
+        }));
+    }
+    let mut next = vec![0u32; producers as usize];
+    let mut head = 0u64;
+    let mut closed_at = None;
+    let mut got = 0;
+    loop {
+        if closed_at.is_none() && got >= before_close {
+            closed_at = Some(r.ring().close());
+        }
+        if closed_at.is_some_and(|end| head >= end) {
+            break;
+        }
+        let Some(m) = r.ring().try_dequeue(&mut head).unwrap() else {
+            std::thread::yield_now();
+            continue;
+        };
+        let src = m.source() as usize;
+        assert_eq!(m.args(), &[next[src], src as u32], "in order, once each");
+        next[src] += 1;
+        got += 1;
+    }
+    let accepted: Vec<u32> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    assert_eq!(
+        next, accepted,
+        "every accepted record was taken, nothing else"
+    );
+    assert_eq!(head, closed_at.unwrap_or(0));
+    assert!(r.ring().try_dequeue(&mut head).unwrap().is_none());
+}
