@@ -10,7 +10,7 @@
 //! engine work it needs, and waiting threads take turns making progress.
 
 use std::io;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -89,6 +89,9 @@ struct Inner {
     state: Mutex<State>,
     spin: Duration,
     waiters: AtomicUsize,
+    /// The transport's count of peers that said they are leaving, mirrored after each
+    /// datagram so that [`Interface::departures`] needs no lock.
+    departures: AtomicU64,
 }
 
 /// One network interface: the native engine on a datagram link. Cloning is cheap and shares
@@ -138,6 +141,7 @@ impl Interface {
                 }),
                 spin: cfg.spin,
                 waiters: AtomicUsize::new(0),
+                departures: AtomicU64::new(0),
             }),
         };
         if let Some(period) = cfg.background_progress {
@@ -345,7 +349,15 @@ impl Interface {
             got = true;
             let delivered = stack.transport.stats().messages_delivered;
             stack.handle_datagram(now, from, rx.get(..len).unwrap_or_default());
-            let message = stack.transport.stats().messages_delivered != delivered;
+            let stats = stack.transport.stats();
+            let message = stats.messages_delivered != delivered;
+            if !message && stats.peers_leaving != self.inner.departures.load(Ordering::Relaxed) {
+                // Relaxed: written under the state lock; a reader that sees the old count
+                // asks again on its next call (see `departures`).
+                self.inner
+                    .departures
+                    .store(stats.peers_leaving, Ordering::Relaxed);
+            }
             if message {
                 stack.pump(now);
             }
@@ -444,9 +456,27 @@ impl Interface {
         self.transmit(&mut st, now);
     }
 
-    /// Whether `peer` said it is leaving ([`Transport::peer_left`]).
+    /// Tells every peer that the program ended ([`Transport::announce_end`]); call it
+    /// repeatedly while waiting to [`Interface::leave`].
+    pub fn announce_end(&self) {
+        let mut st = self.lock();
+        let now = Instant::now();
+        st.stack.announce_end(now);
+        self.transmit(&mut st, now);
+    }
+
+    /// Whether `peer` said its program ended ([`Transport::peer_left`]).
     pub fn peer_left(&self, peer: PhysId) -> bool {
         self.lock().stack.transport.peer_left(peer)
+    }
+
+    /// How many peers have said they are leaving, without taking the interface's lock: a
+    /// gate that lets a hot path skip [`Interface::peer_left`] (and its lock) while the count
+    /// is zero. The count is updated as the datagram that says so is handled, so it may lag
+    /// by the datagram being handled on another thread.
+    pub fn departures(&self) -> u64 {
+        // Relaxed: a hint; `peer_left` under the lock is the truth.
+        self.inner.departures.load(Ordering::Relaxed)
     }
 
     /// Whether every peer said it is done with this interface ([`Stack::left`]).

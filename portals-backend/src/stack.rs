@@ -202,6 +202,11 @@ impl Stack {
         self.transport.leave(now);
     }
 
+    /// Tells every peer the program ended ([`Transport::announce_end`]).
+    pub fn announce_end(&mut self, now: Instant) {
+        self.transport.announce_end(now);
+    }
+
     /// Whether every peer is done with this interface ([`Transport::left`]).
     pub fn left(&self) -> bool {
         self.transport.left()

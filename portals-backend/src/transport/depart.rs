@@ -10,6 +10,12 @@
 //! (it went with nothing of its own unacknowledged, and may be gone), or failed. A peer that
 //! said `Leaving` is sent `Clear` in turn: it waits for one of the two from every peer.
 //!
+//! The `Leaving` waits until everything the transport sent is acknowledged, which a peer that
+//! keeps sending to it (each message answered by an acknowledgement of the engine's) can put
+//! off indefinitely. So a transport whose program ended first says so with a BYE `Ended`
+//! ([`Transport::announce_end`]), a hint repeated a few times against loss; both kinds make
+//! [`Transport::peer_left`] hold, so that the peer's user stops sending to it.
+//!
 //! The last answer of any handshake can be lost; the leaving side then still lingers for a few
 //! of the peer's retry intervals to answer repeats, and the peer's timeout bounds the rest.
 
@@ -19,11 +25,18 @@ use super::{Peer, Transport};
 use crate::types::PhysId;
 use crate::wire::Bye;
 
+/// How many times [`Transport::announce_end`] tells a peer: a hint, repeated against loss.
+const END_ANNOUNCEMENTS: u8 = 3;
+
 /// Where the departure handshake stands with one peer.
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct Departure {
     /// The peer said it is leaving.
     pub(super) peer_leaving: bool,
+    /// The peer said its program ended (it may still have data on its way).
+    peer_ended: bool,
+    /// How many times, and when last, this transport told the peer its program ended.
+    end_told: (u8, Option<Instant>),
     /// The peer said it has nothing unacknowledged to this transport.
     pub(super) cleared: bool,
     /// When this transport last told the peer it is leaving.
@@ -39,17 +52,22 @@ impl Departure {
 
 /// Acts on a BYE from `peer`: notes it, and answers a `Leaving` with `Clear` (queued on
 /// `answers`) if nothing sent to the peer waits for its acknowledgement. Otherwise the peer
-/// asks again later, and is answered once its acknowledgements have come.
-pub(super) fn on_bye(peer: &mut Peer, bye: Bye, answers: &mut Vec<(PhysId, Bye)>) {
+/// asks again later, and is answered once its acknowledgements have come. Returns whether
+/// the peer said for the first time that its program ended (`Ended` or `Leaving`).
+pub(super) fn on_bye(peer: &mut Peer, bye: Bye, answers: &mut Vec<(PhysId, Bye)>) -> bool {
+    let d = &mut peer.departure;
+    let known = d.peer_ended || d.peer_leaving;
     match bye {
         Bye::Leaving => {
-            peer.departure.peer_leaving = true;
+            d.peer_leaving = true;
             if !peer.send.outstanding() {
                 answers.push((peer.id, Bye::Clear));
             }
         }
-        Bye::Clear => peer.departure.cleared = true,
+        Bye::Clear => d.cleared = true,
+        Bye::Ended => d.peer_ended = true,
     }
+    !known && (d.peer_ended || d.peer_leaving)
 }
 
 impl Transport {
@@ -80,12 +98,32 @@ impl Transport {
         }
     }
 
-    /// Whether `peer` said it is leaving: the program on it has ended, and will call nothing
+    /// Tells every peer that the program on this transport has ended (BYE `Ended`), so that
+    /// its user can refuse new sends to this one at once rather than when the `Leaving` comes,
+    /// which waits until everything this transport sent is acknowledged. Each peer is told
+    /// [`END_ANNOUNCEMENTS`] times, `min_rto` apart, over repeated calls; transmit after each.
+    pub fn announce_end(&mut self, now: Instant) {
+        let retry = self.cfg.min_rto;
+        for slot in 0..self.peers.all().len() {
+            let Some(peer) = self.peers.get_mut(slot) else {
+                continue;
+            };
+            let (told, last) = &mut peer.departure.end_told;
+            if peer.failed || *told >= END_ANNOUNCEMENTS || last.is_some_and(|t| now < t + retry) {
+                continue;
+            }
+            *told += 1;
+            *last = Some(now);
+            self.byes.push((peer.id, Bye::Ended));
+        }
+    }
+
+    /// Whether `peer` said its program ended (BYE `Ended` or `Leaving`): it will call nothing
     /// any more (its process may still be lingering).
     pub fn peer_left(&self, peer: PhysId) -> bool {
         self.peers
             .by_id(peer)
-            .is_some_and(|p| p.departure.peer_leaving)
+            .is_some_and(|p| p.departure.peer_leaving || p.departure.peer_ended)
     }
 
     /// Whether every peer is done with this transport: it answered `Clear`, is leaving itself,

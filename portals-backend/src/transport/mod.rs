@@ -150,6 +150,8 @@ pub struct TransportStats {
     pub peers_failed: u64,
     /// Peers seen with a new incarnation (a restart; also counted in `peers_failed`).
     pub peer_restarts: u64,
+    /// Peers that said they are leaving (see [`Transport::peer_left`]), each counted once.
+    pub peers_leaving: u64,
     /// Highest reassembly/reorder memory in use, bytes.
     pub reassembly_high_water: usize,
     /// Most frames ever in one peer's send window.
@@ -432,6 +434,7 @@ impl Transport {
         let stats = &mut self.stats;
         let budget = &mut self.budget;
         let byes = &mut self.byes;
+        let mut newly_leaving = false;
         let mut tally = settle::AckTally::new(&mut self.spare);
         let mut deliver = |message: &[u8]| {
             stats.messages_delivered += 1;
@@ -464,10 +467,13 @@ impl Transport {
                         DataOutcome::Inconsistent => stats.dropped_inconsistent += 1,
                     }
                 }
-                Frame::Bye(bye) => depart::on_bye(peer, bye, byes),
+                Frame::Bye(bye) => {
+                    newly_leaving |= depart::on_bye(peer, bye, byes);
+                }
             }
         }
         tally.record(&mut self.stats);
+        self.stats.peers_leaving += u64::from(newly_leaving);
         self.stats.reassembly_high_water = self.budget.high_water;
         // Ready only for an ack that is due now (or data): a pending ack that may wait rides
         // the next data to this peer or leaves at its timer, and a driver's transmit pass

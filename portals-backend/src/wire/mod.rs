@@ -262,6 +262,11 @@ pub enum Bye {
     Leaving,
     /// The sender has nothing unacknowledged to the receiver, which may leave.
     Clear,
+    /// The program on the sender has ended: it makes no more calls, but still answers and
+    /// runs the handlers of what is on its way to it. Its [`Bye::Leaving`] follows once
+    /// everything it sent was acknowledged. A hint that lets the receiver refuse new sends
+    /// early; losing it only delays that until the `Leaving`.
+    Ended,
 }
 
 impl Bye {
@@ -269,6 +274,7 @@ impl Bye {
         match self {
             Bye::Leaving => 0,
             Bye::Clear => 1,
+            Bye::Ended => 2,
         }
     }
 
@@ -276,6 +282,7 @@ impl Bye {
         match code {
             0 => Ok(Bye::Leaving),
             1 => Ok(Bye::Clear),
+            2 => Ok(Bye::Ended),
             other => Err(WireError::BadBye(other)),
         }
     }

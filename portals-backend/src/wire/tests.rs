@@ -329,7 +329,7 @@ proptest! {
 
 #[test]
 fn bye_frames_round_trip_and_are_pinned() {
-    for (bye, code) in [(Bye::Leaving, 0u8), (Bye::Clear, 1u8)] {
+    for (bye, code) in [(Bye::Leaving, 0u8), (Bye::Clear, 1u8), (Bye::Ended, 2u8)] {
         let mut dg = Vec::new();
         write_header(&mut dg, &header());
         let at = dg.len();
@@ -346,10 +346,10 @@ fn a_bye_of_unknown_kind_or_cut_short_is_rejected() {
     let mut dg = Vec::new();
     write_header(&mut dg, &header());
     let mut bad = dg.clone();
-    bad.extend_from_slice(&[0x03, 2]);
+    bad.extend_from_slice(&[0x03, 3]);
     assert_eq!(
         Datagram::parse(&bad, KEY).unwrap_err(),
-        WireError::BadBye(2)
+        WireError::BadBye(3)
     );
     let mut cut = dg.clone();
     cut.push(0x03);

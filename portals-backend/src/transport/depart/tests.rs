@@ -227,3 +227,55 @@ fn a_peer_asked_while_busy_answers_clear_when_it_leaves_itself() {
     deliver(&mut a, id(2), &answer, t0);
     assert!(a.left());
 }
+
+#[test]
+fn an_ended_program_is_told_a_few_times_before_leaving_and_counted_once() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = (transport(1, t0), transport(2, t0));
+    exchange_one_message(&mut a, &mut b, t0);
+    // `a` has a message unacknowledged: it cannot say `Leaving` yet, only `Ended`.
+    a.send(t0, id(2), vec![1u8; 16]).expect("send");
+    let data = drain(&mut a, t0);
+    a.announce_end(t0);
+    let told = drain(&mut a, t0);
+    assert_eq!(byes(&told), vec![(id(2), Bye::Ended)]);
+    assert!(!a.left(), "an ended transport has not left");
+    // Repeated only after `min_rto`, and three times in all.
+    a.announce_end(t0 + Duration::from_millis(1));
+    assert!(byes(&drain(&mut a, t0 + Duration::from_millis(1))).is_empty());
+    let mut repeats = 0;
+    for ms in [6u64, 12, 18, 24] {
+        let now = t0 + Duration::from_millis(ms);
+        a.announce_end(now);
+        repeats += byes(&drain(&mut a, now))
+            .iter()
+            .filter(|(_, b)| *b == Bye::Ended)
+            .count();
+    }
+    assert_eq!(repeats, 2, "told three times in all");
+    assert!(!b.peer_left(id(1)));
+    deliver(&mut b, id(1), &told, t0);
+    assert!(
+        b.peer_left(id(1)),
+        "an ended program has left, for its peers"
+    );
+    assert_eq!(b.stats().peers_leaving, 1);
+    // The data still arrives, and `b` owes no `Clear` for an `Ended`.
+    deliver(&mut b, id(1), &data, t0);
+    assert!(byes(&drain(&mut b, t0))
+        .iter()
+        .all(|(_, b)| *b != Bye::Clear));
+    // Once its data is acknowledged, the `Leaving` that follows is the same departure:
+    // counted once (as a repeated `Ended` is).
+    deliver(&mut b, id(1), &told, t0);
+    b.ack_now(t0);
+    let ack = drain(&mut b, t0);
+    deliver(&mut a, id(2), &ack, t0);
+    drain(&mut a, t0);
+    assert!(a.all_acknowledged());
+    a.leave(t0);
+    let ask = drain(&mut a, t0);
+    assert_eq!(byes(&ask), vec![(id(2), Bye::Leaving)]);
+    deliver(&mut b, id(1), &ask, t0);
+    assert_eq!(b.stats().peers_leaving, 1);
+}
