@@ -85,8 +85,9 @@ pub enum AmError {
         /// The call.
         call: &'static str,
     },
-    /// The destination ended its program (see [`crate::Client::has_left`]) while this rank
-    /// waited for room in its queue: the message can never be delivered.
+    /// The destination ended its program (see [`crate::Client::has_left`]): no handler would
+    /// run for the message, so nothing was sent. Everything sent to it before it said so is
+    /// handled (a leaving rank first runs the handlers of what is already on its way).
     #[error("{call}: rank {rank} ended its program; nothing more can be sent to it")]
     PeerLeft {
         /// The call.
@@ -222,6 +223,18 @@ pub enum AmError {
     Unconfirmed {
         /// The call.
         call: &'static str,
+        /// How long it waited.
+        waited: std::time::Duration,
+    },
+    /// A leaving rank could not hand over everything on shared memory in time: replies its
+    /// handlers made still wait for room in a node peer's queue (that peer does not poll), or
+    /// a node peer began a message to this rank and never finished it (it died mid-send).
+    #[error("{call}: within {waited:?}, {replies} replies did not get into node peers' queues (a node peer stopped polling) or a message to this rank was never finished (a node peer died while sending)")]
+    Undrained {
+        /// The call.
+        call: &'static str,
+        /// Replies still waiting for room.
+        replies: usize,
         /// How long it waited.
         waited: std::time::Duration,
     },

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 use crate::client::{Client, Inner};
 use crate::error::AmError;
 use crate::recv::in_handler;
+use crate::shm::Shm;
 
 /// How long the peers must have sent nothing before a quiesced rank may leave: twice the
 /// transport's smallest retransmission timeout, so that a datagram whose ack was lost comes
@@ -75,9 +76,11 @@ impl Inner {
         let Some(att) = self.attached.get() else {
             return Ok(());
         };
+        let start = Instant::now();
         if leaving {
-            // Everything sent to node peers is in their queues already.
             if let Some(shm) = att.shm.as_ref() {
+                self.hand_over_shm(shm, start, timeout)?;
+                // Everything this rank sent to node peers is in their queues now.
                 shm.node.mark_left();
             }
         }
@@ -86,7 +89,6 @@ impl Inner {
             return Ok(());
         }
         let iface = self.am_ni.interface();
-        let start = Instant::now();
         // Datagrams received when the held acknowledgements were last flushed (`None`: not
         // flushed since the last wait for delivery), and when that was.
         let mut seen_in = None;
@@ -103,6 +105,10 @@ impl Inner {
                 // Also while lingering: a peer that is leaving itself waits for this rank's
                 // answer, which `leave` repeats until the peer clears this rank.
                 iface.leave();
+            } else if leaving {
+                // Peers stop sending to this rank (a peer that keeps doing so would hold up
+                // the wait above, each request answered by an acknowledgement).
+                iface.announce_end();
             }
             if undelivered || (leaving && !iface.left()) {
                 seen_in = None;
@@ -140,6 +146,39 @@ impl Inner {
             }
             // Lingering costs no core: peers that still talk are answered within a nap.
             std::thread::sleep(NAP);
+        }
+    }
+}
+
+impl Inner {
+    /// The shared-memory part of a rank's end: closes this rank's queues, so that node peers'
+    /// later sends fail with [`AmError::PeerLeft`] instead of enqueueing what no handler would
+    /// run, then runs the handlers of everything enqueued before and gets the replies they
+    /// made (and earlier ones waiting for room) into their targets' queues.
+    fn hand_over_shm(&self, shm: &Shm, start: Instant, timeout: Duration) -> Result<(), AmError> {
+        const CALL: &str = "quiesce";
+        crate::send::lock(&shm.rx).close();
+        loop {
+            self.poll_internal(CALL)?;
+            // Another thread polling holds the receiver: it drains for this one.
+            let drained = crate::send::try_lock(&shm.rx).is_some_and(|rx| rx.drained());
+            let replies = shm.deferred_replies();
+            if drained && replies == 0 {
+                return Ok(());
+            }
+            let waited = start.elapsed();
+            if waited >= timeout {
+                return Err(AmError::Undrained {
+                    call: CALL,
+                    replies,
+                    waited,
+                });
+            }
+            if waited >= SPIN {
+                std::thread::sleep(NAP);
+            } else {
+                std::hint::spin_loop();
+            }
         }
     }
 }

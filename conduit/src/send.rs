@@ -268,6 +268,11 @@ impl Inner {
                 long_offset,
             );
         }
+        if self.left_the_network(dest) {
+            // Its program ended: nothing would run the handler (and its process may be gone,
+            // so the message would be retransmitted until the peer timeout, then be fatal).
+            return Err(AmError::PeerLeft { call, rank: dest });
+        }
         let header = AmHeader {
             msg_type: MsgType::ActiveMessage,
             direction,
@@ -419,6 +424,18 @@ impl Inner {
             self.give_back(att, Own::Staging(share));
         }
         Ok(op)
+    }
+
+    /// Whether `dest`, reached over the network, said it ended its program (the transport's
+    /// departure handshake). Costs one relaxed load while no peer has said so.
+    #[inline]
+    fn left_the_network(&self, dest: u32) -> bool {
+        let iface = self.am_ni.interface();
+        iface.departures() > 0
+            && self
+                .peers
+                .get(dest as usize)
+                .is_some_and(|&p| iface.peer_left(p))
     }
 
     /// Reserves a send slot for a body of `body_len` bytes (polling while none is free), has

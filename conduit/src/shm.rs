@@ -60,6 +60,11 @@ impl Shm {
         // Relaxed: a hint, as the queue heads are.
         self.node.has_incoming() || self.has_deferred.load(Ordering::Relaxed)
     }
+
+    /// Replies waiting for room in a node peer's queue (see `deferred`).
+    pub(crate) fn deferred_replies(&self) -> usize {
+        crate::send::lock(&self.deferred).len()
+    }
 }
 
 impl DeferredReply {
@@ -207,12 +212,12 @@ impl Inner {
                         self.defer_reply(shm, dest, &msg);
                         return Ok(());
                     }
-                    // A full queue whose owner has ended its program stays full.
-                    if shm.node.has_left(dest) {
-                        return Err(AmError::PeerLeft { call, rank: dest });
-                    }
                     self.waited(&mut watch, call, dest);
                     self.poll_internal(call)?;
+                }
+                // The destination ended its program and takes nothing more in.
+                Err(SendError::Closed { .. }) => {
+                    return Err(AmError::PeerLeft { call, rank: dest })
                 }
                 Err(source) => return Err(AmError::Shm { call, source }),
             }
@@ -252,6 +257,12 @@ impl Inner {
                     q.pop_front();
                 }
                 Err(SendError::Full { .. }) => break,
+                Err(SendError::Closed { .. }) => {
+                    // The requester ended its program without waiting for this reply: no
+                    // handler of its would run it.
+                    tracing::debug!(dest = front.dest, "reply to a rank that left, dropped");
+                    q.pop_front();
+                }
                 Err(e) => self.fatal(&format!(
                     "a deferred shared-memory reply to rank {} failed: {e}",
                     front.dest

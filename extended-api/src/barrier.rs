@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use rgasnet::AmError;
+
 use crate::error::ExtError;
 use crate::ext::{Core, Extended, H_BARRIER};
 
@@ -188,7 +190,11 @@ impl Barrier {
         let (id, bits) = v.encode();
         core.client
             .am_request_short(self.partner_to(round), H_BARRIER, &[epoch, round, id, bits])
-            .map_err(|e| ExtError::from_am(call, e))
+            .map_err(|e| match e {
+                // The partner ended its program before this rank's barrier reached it.
+                AmError::PeerLeft { rank, .. } => ExtError::BarrierPeerLeft { call, rank, epoch },
+                e => ExtError::from_am(call, e),
+            })
     }
 
     /// Merges every value that has arrived for the barrier in progress and sends the next

@@ -54,18 +54,27 @@ pub(crate) fn leave(c: Client, st: &State) -> Result<(), String> {
     Ok(())
 }
 
-/// Mode `send-left` (shared memory): rank 1 ends its program (`std::process::exit(0)`)
-/// without ever polling; rank 0 sends it requests until its queue is full, and must then get
-/// [`AmError::PeerLeft`] naming rank 1 instead of waiting forever for room.
-pub(crate) fn send_left(c: Client) -> Result<(), String> {
+/// Mode `send-left`: rank 1 computes for a while without polling, while rank 0 floods it
+/// with requests (filling its shared-memory queue, or the network's flow control), then ends
+/// its program by dropping its client. From then on rank 0's requests must fail with
+/// [`AmError::PeerLeft`] naming rank 1, instead of waiting forever for room or being accepted
+/// and never handled; and every request accepted before must have been handled by rank 1's
+/// end, exactly once. Both ranks print their counts; the test compares them.
+pub(crate) fn send_left(c: Client, st: &State) -> Result<(), String> {
     let e = |e: AmError| e.to_string();
     c.bootstrap().barrier().map_err(|e| e.to_string())?;
     if c.rank() == 1 {
-        println!("rank 1: send-left: leaving without polling");
-        let _ = std::io::Write::flush(&mut std::io::stdout());
-        std::process::exit(0);
+        std::thread::sleep(Duration::from_millis(300));
+        println!("rank 1: send-left: leaving without having polled");
+        // The client's end: it takes in what was sent before, then says it has left.
+        drop(c);
+        println!(
+            "rank 1: send-left: handled {}",
+            st.sunk.load(Ordering::Relaxed)
+        );
+        return Ok(());
     }
-    for sent in 0..1_000_000u64 {
+    for sent in 0..10_000_000u64 {
         match c.am_request_short(1, SINK, &[]) {
             Ok(()) => {}
             Err(AmError::PeerLeft { rank: 1, .. }) => {
@@ -75,5 +84,5 @@ pub(crate) fn send_left(c: Client) -> Result<(), String> {
             Err(other) => return Err(e(other)),
         }
     }
-    Err("a million requests to a rank that never polls all went through".into())
+    Err("ten million requests to a rank that left all went through".into())
 }

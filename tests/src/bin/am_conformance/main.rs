@@ -736,7 +736,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     if mode == "send-left" {
-        return match leave::send_left(c) {
+        return match leave::send_left(c, &st) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("am_conformance: rank {me}: send-left FAILED: {e}");
