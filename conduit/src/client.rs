@@ -434,7 +434,8 @@ impl Client {
     /// Whether rank `rank` has ended its program: its end said so (over the network, or in
     /// its shared-memory header for a node peer). Lets a wait for that rank fail instead of
     /// waiting forever. Poll once more after it turns `true`: what the rank sent before it
-    /// left may still wait to be handled.
+    /// left may still wait to be handled. Cheap while no rank has left: one load over the
+    /// network, one load of the rank's shared-memory header for a node peer.
     pub fn has_left(&self, rank: u32) -> bool {
         if self.inner.supernode.contains(&rank) {
             return self
@@ -444,10 +445,7 @@ impl Client {
                 .and_then(|a| a.shm.as_ref())
                 .is_some_and(|shm| shm.node.has_left(rank));
         }
-        self.inner
-            .peers
-            .get(rank as usize)
-            .is_some_and(|&p| self.inner.am_ni.interface().peer_left(p))
+        self.inner.left_the_network(rank)
     }
 
     /// Waits at most `timeout` for shared-memory work for `poll()` (see

@@ -429,7 +429,7 @@ impl Inner {
     /// Whether `dest`, reached over the network, said it ended its program (the transport's
     /// departure handshake). Costs one relaxed load while no peer has said so.
     #[inline]
-    fn left_the_network(&self, dest: u32) -> bool {
+    pub(crate) fn left_the_network(&self, dest: u32) -> bool {
         let iface = self.am_ni.interface();
         iface.departures() > 0
             && self

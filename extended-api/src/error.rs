@@ -35,6 +35,15 @@ pub enum ExtError {
         /// Job size.
         size: u32,
     },
+    /// The target ended its program (see `rgasnet::Client::has_left`): its segment is no
+    /// longer in use, and its process may be gone (nothing was sent).
+    #[error("{call}: rank {rank} ended its program; its segment can no longer be accessed")]
+    PeerLeft {
+        /// The call.
+        call: &'static str,
+        /// The rank that left.
+        rank: u32,
+    },
     /// The remote range does not lie inside the target's segment (nothing was sent).
     #[error("{call}: {len} bytes at offset {offset} fall outside rank {rank}'s segment of {segment} bytes")]
     OutsideSegment {

@@ -303,7 +303,9 @@ fn internal_handlers(core: &Arc<Core>) -> Vec<Handler> {
 }
 
 impl Shared {
-    /// Checks `rank` and the remote range `[offset, offset + len)` against its segment.
+    /// Checks `rank` and the remote range `[offset, offset + len)` against its segment, and
+    /// that `rank` has not ended its program (over the network an access to a rank that is
+    /// gone would be retransmitted until the peer timeout).
     pub(crate) fn check_remote(
         &self,
         call: &'static str,
@@ -327,6 +329,9 @@ impl Shared {
                 len,
                 segment,
             });
+        }
+        if self.core.client.has_left(rank) {
+            return Err(ExtError::PeerLeft { call, rank });
         }
         Ok(())
     }

@@ -74,6 +74,32 @@ fn barriers_two_ranks() {
 }
 
 #[test]
+fn rma_to_a_rank_that_ended_its_program_fails_naming_it() {
+    // Rank 1 calls `std::process::exit(0)` after a barrier; rank 0's puts and gets to it
+    // (each get checked against the put before it) must soon fail with PeerLeft naming rank 1,
+    // instead of being retransmitted to a process that is gone until the peer timeout.
+    for (path, env) in rgasnet_tests::paths(2) {
+        let out = run_job(
+            2,
+            Path::new(PROG),
+            &["rma-left"],
+            env,
+            Duration::from_secs(60),
+        );
+        out.assert_success();
+        assert!(
+            out.stdout.contains("rank 0: rma-left ok after")
+                && out
+                    .stdout
+                    .contains("rank 1 ended its program; its segment can no longer be accessed"),
+            "{path}: {}\n{}",
+            out.stdout,
+            out.stderr
+        );
+    }
+}
+
+#[test]
 fn a_barrier_whose_peer_ended_its_program_fails_naming_it() {
     // Rank 1 calls `std::process::exit(0)` instead of the second barrier; its end tells rank
     // 0 (over the network, or in its shared-memory header and by closing its queues), whose

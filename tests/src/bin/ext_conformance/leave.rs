@@ -88,3 +88,49 @@ pub(crate) fn barrier_left(ext: &Extended) -> ExitCode {
         }
     }
 }
+
+/// Mode `rma-left`: rank 1 ends its program after a barrier; rank 0 keeps putting to and
+/// getting from rank 1's segment, checking each get returns what it put, until the calls fail
+/// with `ExtError::PeerLeft` naming rank 1 (nothing sent), as they must once rank 1's end has
+/// said so. Before, over the network, an access to a rank that had exited was retransmitted
+/// until the peer timeout.
+pub(crate) fn rma_left(ext: &Extended) -> ExitCode {
+    let me = ext.rank();
+    if let Err(e) = ext.barrier() {
+        eprintln!("ext_conformance: rank {me}: barrier: {e}");
+        return ExitCode::from(1);
+    }
+    if me == 1 {
+        println!("rank 1: rma-left: leaving");
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        std::process::exit(0);
+    }
+    let start = Instant::now();
+    let mut back = [0u8; 64];
+    for i in 0..u64::MAX {
+        if start.elapsed() > Duration::from_secs(20) {
+            break;
+        }
+        let data = [(i % 251) as u8; 64];
+        let r = ext.put(1, 0, &data).and_then(|()| ext.get(&mut back, 1, 0));
+        match r {
+            Ok(()) if back == data => {}
+            Ok(()) => {
+                eprintln!(
+                    "ext_conformance: rank 0: rma-left FAILED: get {i} read back other bytes"
+                );
+                return ExitCode::from(1);
+            }
+            Err(e @ ExtError::PeerLeft { rank: 1, .. }) => {
+                println!("rank 0: rma-left ok after {i} rounds: {e}");
+                return ExitCode::SUCCESS;
+            }
+            Err(e) => {
+                eprintln!("ext_conformance: rank 0: rma-left FAILED: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
+    eprintln!("ext_conformance: rank 0: rma-left FAILED: still accepted 20 s after rank 1 left");
+    ExitCode::from(1)
+}
