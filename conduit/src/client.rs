@@ -445,7 +445,27 @@ impl Client {
                 .and_then(|a| a.shm.as_ref())
                 .is_some_and(|shm| shm.node.has_left(rank));
         }
-        self.inner.left_the_network(rank)
+        let iface = self.inner.am_ni.interface();
+        // The count also covers peers that only said their program ended; `peer_left` waits
+        // for the `Leaving`, which comes after everything the rank sent has arrived.
+        iface.departures() > 0
+            && self
+                .inner
+                .peers
+                .get(rank as usize)
+                .is_some_and(|&p| iface.peer_left(p))
+    }
+
+    /// Whether rank `rank` has said that its program ended, perhaps before everything it sent
+    /// arrived (unlike [`Client::has_left`]): a send to it from now on would never be
+    /// handled, and AMs to it fail with [`crate::AmError::PeerLeft`]. Over the network a rank says
+    /// so as its end begins; a node peer, once it has taken in what was sent to it (the same
+    /// moment as [`Client::has_left`]). Cheap while no rank has ended (see `has_left`).
+    pub fn has_ended(&self, rank: u32) -> bool {
+        if self.inner.supernode.contains(&rank) {
+            return self.has_left(rank);
+        }
+        self.inner.ended_on_network(rank)
     }
 
     /// Waits at most `timeout` for shared-memory work for `poll()` (see

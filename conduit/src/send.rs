@@ -268,7 +268,7 @@ impl Inner {
                 long_offset,
             );
         }
-        if self.left_the_network(dest) {
+        if self.ended_on_network(dest) {
             // Its program ended: nothing would run the handler (and its process may be gone,
             // so the message would be retransmitted until the peer timeout, then be fatal).
             return Err(AmError::PeerLeft { call, rank: dest });
@@ -426,16 +426,17 @@ impl Inner {
         Ok(op)
     }
 
-    /// Whether `dest`, reached over the network, said it ended its program (the transport's
-    /// departure handshake). Costs one relaxed load while no peer has said so.
+    /// Whether `dest`, reached over the network, said its program ended (the transport's
+    /// departure handshake; what it sent may still be on its way). Costs one relaxed load
+    /// while no peer has said so.
     #[inline]
-    pub(crate) fn left_the_network(&self, dest: u32) -> bool {
+    pub(crate) fn ended_on_network(&self, dest: u32) -> bool {
         let iface = self.am_ni.interface();
         iface.departures() > 0
             && self
                 .peers
                 .get(dest as usize)
-                .is_some_and(|&p| iface.peer_left(p))
+                .is_some_and(|&p| iface.peer_ended(p))
     }
 
     /// Reserves a send slot for a body of `body_len` bytes (polling while none is free), has

@@ -35,7 +35,7 @@ pub enum ExtError {
         /// Job size.
         size: u32,
     },
-    /// The target ended its program (see `rgasnet::Client::has_left`): its segment is no
+    /// The target ended its program (see `rgasnet::Client::has_ended`): its segment is no
     /// longer in use, and its process may be gone (nothing was sent).
     #[error("{call}: rank {rank} ended its program; its segment can no longer be accessed")]
     PeerLeft {

@@ -330,7 +330,7 @@ impl Shared {
                 segment,
             });
         }
-        if self.core.client.has_left(rank) {
+        if self.core.client.has_ended(rank) {
             return Err(ExtError::PeerLeft { call, rank });
         }
         Ok(())

@@ -465,14 +465,21 @@ impl Interface {
         self.transmit(&mut st, now);
     }
 
-    /// Whether `peer` said its program ended ([`Transport::peer_left`]).
+    /// Whether `peer` said it is leaving, everything it sent having arrived
+    /// ([`Transport::peer_left`]).
     pub fn peer_left(&self, peer: PhysId) -> bool {
         self.lock().stack.transport.peer_left(peer)
     }
 
-    /// How many peers have said they are leaving, without taking the interface's lock: a
-    /// gate that lets a hot path skip [`Interface::peer_left`] (and its lock) while the count
-    /// is zero. The count is updated as the datagram that says so is handled, so it may lag
+    /// Whether `peer` said its program ended ([`Transport::peer_ended`]); what it sent may
+    /// still be on its way.
+    pub fn peer_ended(&self, peer: PhysId) -> bool {
+        self.lock().stack.transport.peer_ended(peer)
+    }
+
+    /// How many peers have said their program ended or that they are leaving, without taking
+    /// the interface's lock: a gate that lets a hot path skip [`Interface::peer_ended`] and
+    /// [`Interface::peer_left`] (and their lock) while the count is zero. The count is updated as the datagram that says so is handled, so it may lag
     /// by the datagram being handled on another thread.
     pub fn departures(&self) -> u64 {
         // Relaxed: a hint; `peer_left` under the lock is the truth.

@@ -14,7 +14,10 @@
 //! keeps sending to it (each message answered by an acknowledgement of the engine's) can put
 //! off indefinitely. So a transport whose program ended first says so with a BYE `Ended`
 //! ([`Transport::announce_end`]), a hint repeated a few times against loss; both kinds make
-//! [`Transport::peer_left`] hold, so that the peer's user stops sending to it.
+//! [`Transport::peer_ended`] hold, so that the peer's user stops sending to it. Only the
+//! `Leaving` makes [`Transport::peer_left`] hold: it travels after everything the transport
+//! sent was acknowledged, so a peer that sees it has received all of that, which a wait for
+//! the leaving side relies on (an `Ended` can overtake data that is being retransmitted).
 //!
 //! The last answer of any handshake can be lost; the leaving side then still lingers for a few
 //! of the peer's retry intervals to answer repeats, and the peer's timeout bounds the rest.
@@ -101,7 +104,7 @@ impl Transport {
     /// Tells every peer that the program on this transport has ended (BYE `Ended`), so that
     /// its user can refuse new sends to this one at once rather than when the `Leaving` comes,
     /// which waits until everything this transport sent is acknowledged. Each peer is told
-    /// [`END_ANNOUNCEMENTS`] times, `min_rto` apart, over repeated calls; transmit after each.
+    /// three times, `min_rto` apart, over repeated calls; transmit after each.
     pub fn announce_end(&mut self, now: Instant) {
         let retry = self.cfg.min_rto;
         for slot in 0..self.peers.all().len() {
@@ -119,11 +122,21 @@ impl Transport {
     }
 
     /// Whether `peer` said its program ended (BYE `Ended` or `Leaving`): it will call nothing
-    /// any more (its process may still be lingering).
-    pub fn peer_left(&self, peer: PhysId) -> bool {
+    /// any more (its process may still be lingering). What it sent before may still be on its
+    /// way; see [`Transport::peer_left`] for a promise that it is not.
+    pub fn peer_ended(&self, peer: PhysId) -> bool {
         self.peers
             .by_id(peer)
             .is_some_and(|p| p.departure.peer_leaving || p.departure.peer_ended)
+    }
+
+    /// Whether `peer` said it is leaving (BYE `Leaving`): its program has ended, and
+    /// everything it sent here has arrived (it says so only once all of it is acknowledged).
+    /// Its process may still be lingering.
+    pub fn peer_left(&self, peer: PhysId) -> bool {
+        self.peers
+            .by_id(peer)
+            .is_some_and(|p| p.departure.peer_leaving)
     }
 
     /// Whether every peer is done with this transport: it answered `Clear`, is leaving itself,

@@ -150,7 +150,8 @@ pub struct TransportStats {
     pub peers_failed: u64,
     /// Peers seen with a new incarnation (a restart; also counted in `peers_failed`).
     pub peer_restarts: u64,
-    /// Peers that said they are leaving (see [`Transport::peer_left`]), each counted once.
+    /// Peers that said their program ended or that they are leaving (see
+    /// [`Transport::peer_ended`]), each counted once.
     pub peers_leaving: u64,
     /// Highest reassembly/reorder memory in use, bytes.
     pub reassembly_high_water: usize,

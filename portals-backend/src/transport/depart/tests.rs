@@ -253,11 +253,12 @@ fn an_ended_program_is_told_a_few_times_before_leaving_and_counted_once() {
             .count();
     }
     assert_eq!(repeats, 2, "told three times in all");
-    assert!(!b.peer_left(id(1)));
+    assert!(!b.peer_ended(id(1)));
     deliver(&mut b, id(1), &told, t0);
+    assert!(b.peer_ended(id(1)), "b knows a's program ended");
     assert!(
-        b.peer_left(id(1)),
-        "an ended program has left, for its peers"
+        !b.peer_left(id(1)),
+        "but not that everything a sent has arrived: a is not leaving yet"
     );
     assert_eq!(b.stats().peers_leaving, 1);
     // The data still arrives, and `b` owes no `Clear` for an `Ended`.
@@ -277,5 +278,6 @@ fn an_ended_program_is_told_a_few_times_before_leaving_and_counted_once() {
     let ask = drain(&mut a, t0);
     assert_eq!(byes(&ask), vec![(id(2), Bye::Leaving)]);
     deliver(&mut b, id(1), &ask, t0);
+    assert!(b.peer_left(id(1)) && b.peer_ended(id(1)));
     assert_eq!(b.stats().peers_leaving, 1);
 }
