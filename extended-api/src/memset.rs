@@ -2,7 +2,7 @@
 //! target fills its own segment and replies with the cell and a status. The operation
 //! completes through the same cells as explicit puts and gets.
 
-use rgasnet::Token;
+use rgasnet::{AmError, Token};
 use rgasnet_portals::NiFail;
 
 use crate::error::ExtError;
@@ -38,14 +38,20 @@ pub(crate) fn handle_request(core: &Core, t: &Token<'_>, a: &[u32]) {
         (Some(seg), Ok(o), Ok(l)) if seg.fill(o, l, *byte as u8).is_ok() => STATUS_OK,
         _ => STATUS_OUTSIDE,
     };
-    if let Err(e) = t.reply_short(H_MEMSET_REP, &[*cell, status]) {
+    match t.reply_short(H_MEMSET_REP, &[*cell, status]) {
+        Ok(()) => {}
+        // The initiator ended its program without waiting for the memset: nobody waits
+        // for the answer.
+        Err(AmError::PeerLeft { .. }) => {}
         // The initiator would wait forever: nothing sensible remains but to stop the job.
-        eprintln!(
-            "rgasnet: fatal error on rank {}: cannot answer rank {}'s memset: {e}",
-            core.client.rank(),
-            t.source()
-        );
-        core.client.exit(1)
+        Err(e) => {
+            eprintln!(
+                "rgasnet: fatal error on rank {}: cannot answer rank {}'s memset: {e}",
+                core.client.rank(),
+                t.source()
+            );
+            core.client.exit(1)
+        }
     }
 }
 

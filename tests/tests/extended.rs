@@ -74,6 +74,31 @@ fn barriers_two_ranks() {
 }
 
 #[test]
+fn a_memset_whose_initiator_ended_its_program_is_done_and_the_job_ends_normally() {
+    // Rank 0 issues a memset to rank 1 and returns from `main` without waiting; rank 1 polls
+    // only once rank 0 has said its program ended, so its handler's answer has nobody to go
+    // to. The memset must be done, and the job must not stop on the unanswerable reply (it
+    // did: a fatal error, or a retransmission to the gone rank until the peer timeout).
+    for (path, env) in rgasnet_tests::paths(2) {
+        let out = run_job(
+            2,
+            Path::new(PROG),
+            &["memset-left"],
+            env,
+            Duration::from_secs(60),
+        );
+        out.assert_success();
+        assert!(
+            out.stdout
+                .contains("rank 1: memset-left ok: the memset of rank 0, which left, is done"),
+            "{path}: {}\n{}",
+            out.stdout,
+            out.stderr
+        );
+    }
+}
+
+#[test]
 fn rma_to_a_rank_that_ended_its_program_fails_naming_it() {
     // Rank 1 calls `std::process::exit(0)` after a barrier; rank 0's puts and gets to it
     // (each get checked against the put before it) must soon fail with PeerLeft naming rank 1,

@@ -134,3 +134,56 @@ pub(crate) fn rma_left(ext: &Extended) -> ExitCode {
     eprintln!("ext_conformance: rank 0: rma-left FAILED: still accepted 20 s after rank 1 left");
     ExitCode::from(1)
 }
+
+/// Mode `memset-left`: rank 0 issues a memset to rank 1's segment, drops the handle without
+/// waiting and returns from `main`; rank 1 polls only after rank 0 has said its program ended.
+/// Rank 1's handler then cannot answer (rank 0 waits for nothing); the memset must still be
+/// done, and the job must end normally rather than stop on a failed answer. (Between node
+/// peers a memset is a direct `memset` of the mapped segment, so only the network path has a
+/// handler that answers.)
+pub(crate) fn memset_left(client: &Client, ext: &Extended) -> ExitCode {
+    const LEN: usize = 4096;
+    let me = client.rank();
+    if let Err(e) = ext.barrier() {
+        eprintln!("ext_conformance: rank {me}: barrier: {e}");
+        return ExitCode::from(1);
+    }
+    if me == 0 {
+        // Rank 1 is out of its barrier by then, and polls no more until rank 0 has ended.
+        std::thread::sleep(Duration::from_millis(200));
+        match ext.memset_nb(1, 0, 0xAB, LEN as u64) {
+            Ok(handle) => drop(handle),
+            Err(e) => {
+                eprintln!("ext_conformance: rank 0: memset-left FAILED: {e}");
+                return ExitCode::from(1);
+            }
+        }
+        println!("rank 0: memset-left: issued, leaving");
+        return ExitCode::SUCCESS;
+    }
+    let start = Instant::now();
+    while !client.has_ended(0) {
+        if start.elapsed() > Duration::from_secs(20) {
+            eprintln!("ext_conformance: rank 1: memset-left FAILED: rank 0 never said it ended");
+            return ExitCode::from(1);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut got = vec![0u8; LEN];
+    while start.elapsed() < Duration::from_secs(20) {
+        if let Err(e) = client.poll() {
+            eprintln!("ext_conformance: rank 1: memset-left FAILED: poll: {e}");
+            return ExitCode::from(1);
+        }
+        if let Err(e) = ext.get(&mut got, 1, 0) {
+            eprintln!("ext_conformance: rank 1: memset-left FAILED: get: {e}");
+            return ExitCode::from(1);
+        }
+        if got.iter().all(|&b| b == 0xAB) {
+            println!("rank 1: memset-left ok: the memset of rank 0, which left, is done");
+            return ExitCode::SUCCESS;
+        }
+    }
+    eprintln!("ext_conformance: rank 1: memset-left FAILED: the memset never landed");
+    ExitCode::from(1)
+}

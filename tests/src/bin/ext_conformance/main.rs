@@ -663,6 +663,9 @@ fn main() -> ExitCode {
         // The handlers hold no extended-API handle here, so returning drops the last one.
         return leave::leave(&client, ext, &sunk);
     }
+    if mode == "memset-left" {
+        return leave::memset_left(&client, &ext);
+    }
     if mode == "rma-left" {
         return leave::rma_left(&ext);
     }
