@@ -73,25 +73,15 @@ fn barriers_two_ranks() {
     check(2, "barrier", ": barrier ok");
 }
 
-#[test]
-fn a_memset_whose_initiator_ended_its_program_is_done_and_the_job_ends_normally() {
-    // Rank 0 issues a memset to rank 1 and returns from `main` without waiting; rank 1 polls
-    // only once rank 0 has said its program ended, so its handler's answer has nobody to go
-    // to. The memset must be done, and the job must not stop on the unanswerable reply (it
-    // did: a fatal error, or a retransmission to the gone rank until the peer timeout).
+/// Runs two-rank `mode`, in which a rank ends its program, over every path: the job must
+/// succeed and its output satisfy `ok`.
+fn after_a_rank_left(mode: &str, ok: impl Fn(&str) -> bool) {
     for (path, env) in rgasnet_tests::paths(2) {
-        let out = run_job(
-            2,
-            Path::new(PROG),
-            &["memset-left"],
-            env,
-            Duration::from_secs(60),
-        );
+        let out = run_job(2, Path::new(PROG), &[mode], env, Duration::from_secs(60));
         out.assert_success();
         assert!(
-            out.stdout
-                .contains("rank 1: memset-left ok: the memset of rank 0, which left, is done"),
-            "{path}: {}\n{}",
+            ok(&out.stdout),
+            "{mode} over {path}: {}\n{}",
             out.stdout,
             out.stderr
         );
@@ -99,29 +89,25 @@ fn a_memset_whose_initiator_ended_its_program_is_done_and_the_job_ends_normally(
 }
 
 #[test]
+fn a_memset_whose_initiator_ended_its_program_is_done_and_the_job_ends_normally() {
+    // Rank 0 issues a memset to rank 1 and returns from `main` without waiting; rank 1 polls
+    // only once rank 0 has said its program ended, so its handler's answer has nobody to go
+    // to. The memset must be done, and the job must not stop on the unanswerable reply (it
+    // did: a fatal error, or a retransmission to the gone rank until the peer timeout).
+    after_a_rank_left("memset-left", |out| {
+        out.contains("rank 1: memset-left ok: the memset of rank 0, which left, is done")
+    });
+}
+
+#[test]
 fn rma_to_a_rank_that_ended_its_program_fails_naming_it() {
     // Rank 1 calls `std::process::exit(0)` after a barrier; rank 0's puts and gets to it
     // (each get checked against the put before it) must soon fail with PeerLeft naming rank 1,
     // instead of being retransmitted to a process that is gone until the peer timeout.
-    for (path, env) in rgasnet_tests::paths(2) {
-        let out = run_job(
-            2,
-            Path::new(PROG),
-            &["rma-left"],
-            env,
-            Duration::from_secs(60),
-        );
-        out.assert_success();
-        assert!(
-            out.stdout.contains("rank 0: rma-left ok after")
-                && out
-                    .stdout
-                    .contains("rank 1 ended its program; its segment can no longer be accessed"),
-            "{path}: {}\n{}",
-            out.stdout,
-            out.stderr
-        );
-    }
+    after_a_rank_left("rma-left", |out| {
+        out.contains("rank 0: rma-left ok after")
+            && out.contains("rank 1 ended its program; its segment can no longer be accessed")
+    });
 }
 
 #[test]
@@ -131,25 +117,14 @@ fn a_barrier_whose_peer_ended_its_program_fails_naming_it() {
     // barrier must fail at once with BarrierPeerLeft naming rank 1 instead of waiting forever:
     // in `barrier_wait`, or already in `barrier_notify` if rank 1 was known to have left
     // when rank 0 sent it its part.
-    for (path, env) in rgasnet_tests::paths(2) {
-        let out = run_job(
-            2,
-            Path::new(PROG),
-            &["barrier-left"],
-            env,
-            Duration::from_secs(30),
-        );
-        out.assert_success();
-        assert!(
-            out.stdout.contains("rank 0: barrier-left ok after")
-                && ["barrier_wait", "barrier_notify"].iter().any(|call| out.stdout.contains(&format!(
+    after_a_rank_left("barrier-left", |out| {
+        out.contains("rank 0: barrier-left ok after")
+            && ["barrier_wait", "barrier_notify"].iter().any(|call| {
+                out.contains(&format!(
                     "{call}: rank 1 ended its program without reaching barrier 2; every rank must call the same barriers"
-                ))),
-            "{path}: {}\n{}",
-            out.stdout,
-            out.stderr
-        );
-    }
+                ))
+            })
+    });
 }
 
 #[test]

@@ -56,20 +56,31 @@ pub(crate) fn leave(client: &Client, ext: Extended, sunk: &AtomicU64) -> ExitCod
     ExitCode::SUCCESS
 }
 
+/// A barrier, so that the ranks have talked; then rank 1 ends its program with
+/// `std::process::exit(0)` (its client's end runs at the main thread's end), and rank 0
+/// returns `Ok` to go on. `Err` is the exit code of a failed barrier.
+fn barrier_then_rank_1_exits(ext: &Extended, mode: &str) -> Result<(), ExitCode> {
+    let me = ext.rank();
+    if let Err(e) = ext.barrier() {
+        eprintln!("ext_conformance: rank {me}: {mode}: first barrier: {e}");
+        return Err(ExitCode::from(1));
+    }
+    if me == 1 {
+        println!("rank 1: {mode}: leaving");
+        // Flushed: `exit` runs no destructor, and stdout is a pipe.
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        std::process::exit(0);
+    }
+    Ok(())
+}
+
 /// Mode `barrier-left`: rank 1 ends its program (`std::process::exit(0)`) instead of calling
 /// the next barrier; rank 0's barrier must fail at once, naming rank 1, instead of waiting
 /// forever. One barrier first, so that the two have talked.
 pub(crate) fn barrier_left(ext: &Extended) -> ExitCode {
     let me = ext.rank();
-    if let Err(e) = ext.barrier() {
-        eprintln!("ext_conformance: rank {me}: first barrier: {e}");
-        return ExitCode::from(1);
-    }
-    if me == 1 {
-        println!("rank 1: barrier-left: leaving before the second barrier");
-        // Flushed: `exit` runs no destructor, and stdout is a pipe.
-        let _ = std::io::Write::flush(&mut std::io::stdout());
-        std::process::exit(0);
+    if let Err(code) = barrier_then_rank_1_exits(ext, "barrier-left") {
+        return code;
     }
     let start = Instant::now();
     match ext.barrier() {
@@ -95,15 +106,8 @@ pub(crate) fn barrier_left(ext: &Extended) -> ExitCode {
 /// said so. Before, over the network, an access to a rank that had exited was retransmitted
 /// until the peer timeout.
 pub(crate) fn rma_left(ext: &Extended) -> ExitCode {
-    let me = ext.rank();
-    if let Err(e) = ext.barrier() {
-        eprintln!("ext_conformance: rank {me}: barrier: {e}");
-        return ExitCode::from(1);
-    }
-    if me == 1 {
-        println!("rank 1: rma-left: leaving");
-        let _ = std::io::Write::flush(&mut std::io::stdout());
-        std::process::exit(0);
+    if let Err(code) = barrier_then_rank_1_exits(ext, "rma-left") {
+        return code;
     }
     let start = Instant::now();
     let mut back = [0u8; 64];
