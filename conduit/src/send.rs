@@ -680,15 +680,19 @@ impl Inner {
                 };
                 // Relaxed: as for the increment above.
                 att.resends_queued.fetch_sub(1, Ordering::Relaxed);
-                match s.inflight.get(&user_ptr) {
-                    Some(fl) => fl.args,
-                    None => continue,
-                }
+                s.inflight.get(&user_ptr).map(|fl| (fl.args, fl.dest))
+            };
+            let Some((args, dest)) = args else {
+                continue;
             };
             Counters::bump(&self.stats.resends);
-            self.am_ni
-                .put(&args)
-                .map_err(|source| AmError::Portals { call, source })?;
+            let sent = self.am_ni.put(&args);
+            // The refusal held the departure handshake with `dest` (a leaving peer waits for
+            // this message); the transport holds the new send itself now.
+            if let Some(&peer) = self.peers.get(dest as usize) {
+                self.am_ni.interface().refusal_resent(peer);
+            }
+            sent.map_err(|source| AmError::Portals { call, source })?;
         }
         Ok(())
     }

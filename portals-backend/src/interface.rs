@@ -465,6 +465,13 @@ impl Interface {
         self.transmit(&mut st, now);
     }
 
+    /// An operation that `peer` refused (`NI_PT_DISABLED`) was sent again, or given up:
+    /// releases the hold its refusal put on the departure handshake ([`Stack::refusal_resent`]).
+    /// Call it once per refusal, after the new send.
+    pub fn refusal_resent(&self, peer: PhysId) {
+        self.lock().stack.refusal_resent(peer);
+    }
+
     /// Whether `peer` said it is leaving, everything it sent having arrived
     /// ([`Transport::peer_left`]).
     pub fn peer_left(&self, peer: PhysId) -> bool {

@@ -221,12 +221,25 @@ impl Stack {
     ///
     /// Each message the datagram completes goes straight to the engine, borrowed from the
     /// datagram: a deposit is the only copy of its payload on the way in.
+    ///
+    /// Each operation the peer refused (`NI_PT_DISABLED`) holds this transport's departure
+    /// answer to it ([`Transport::hold`]) until [`Stack::refusal_resent`]: the refused message
+    /// is as undelivered as one the transport still retransmits, so the peer must not leave.
     pub fn handle_datagram(&mut self, now: Instant, from: PhysId, datagram: &[u8]) {
         let engine = &mut self.engine;
         self.transport
             .handle_datagram_with(now, from, datagram, &mut |from, message| {
                 engine.handle_message(from, message)
             });
+        let transport = &mut self.transport;
+        self.engine.take_refusals(|peer| transport.hold(peer));
+    }
+
+    /// An operation that `peer` refused was sent again (or given up): releases the hold that
+    /// its refusal took ([`Stack::handle_datagram`]). Call it after the new send, which the
+    /// transport then holds as outstanding itself.
+    pub fn refusal_resent(&mut self, peer: PhysId) {
+        self.transport.release(peer);
     }
 
     /// Runs expired timers, then pumps.

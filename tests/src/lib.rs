@@ -177,3 +177,26 @@ pub fn check_every_path(program: &Path, ranks: u32, mode: &str, ok_line: &str, t
         );
     }
 }
+
+/// Checks the output of am_conformance's `send-left` mode: rank 0 had some requests accepted
+/// before rank 1 left, then was refused; rank 1 handled exactly as many. Panics naming
+/// `what` and showing the output otherwise.
+pub fn assert_send_left_counts(what: &str, out: &JobOutput) {
+    let count = |prefix: &str| {
+        out.stdout.lines().find_map(|l| {
+            l.strip_prefix(prefix)?
+                .split_whitespace()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+    };
+    let accepted = count("rank 0: send-left ok: refused after ");
+    let handled = count("rank 1: send-left: handled ");
+    assert!(
+        accepted.is_some() && accepted == handled && accepted > Some(0),
+        "{what}: rank 0 had {accepted:?} requests accepted, rank 1 handled {handled:?}\n{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+}

@@ -121,23 +121,7 @@ fn a_send_to_a_rank_that_ended_its_program_fails_naming_it() {
     for (path, env) in rgasnet_tests::paths(2) {
         let out = job(2, "send-left", env);
         out.assert_success();
-        let count = |prefix: &str| {
-            out.stdout.lines().find_map(|l| {
-                l.strip_prefix(prefix)?
-                    .split_whitespace()
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-        };
-        let accepted = count("rank 0: send-left ok: refused after ");
-        let handled = count("rank 1: send-left: handled ");
-        assert!(
-            accepted.is_some() && accepted == handled && accepted > Some(0),
-            "{path}: rank 0 had {accepted:?} requests accepted, rank 1 handled {handled:?}\n{}\n{}",
-            out.stdout,
-            out.stderr
-        );
+        rgasnet_tests::assert_send_left_counts(path, &out);
     }
 }
 

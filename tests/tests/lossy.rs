@@ -115,6 +115,47 @@ fn a_rank_that_leaves_right_after_sending_delivers_everything_under_loss() {
 }
 
 #[test]
+fn a_rank_that_ends_while_refused_messages_to_it_wait_to_be_resent_takes_them_all_under_loss() {
+    // Rank 1 does not poll while rank 0 floods it with 8 KiB Mediums: its two small receive
+    // blocks fill and it refuses the rest, which rank 0 queues to resend. Then rank 1's
+    // program ends. Rank 0's later requests must fail (PeerLeft), and everything accepted
+    // before, resent or not, must be handled by rank 1's end: a leaving rank stays until the
+    // messages it refused are sent again and acknowledged (it lost some before).
+    let t =
+        "a_rank_that_ends_while_refused_messages_to_it_wait_to_be_resent_takes_them_all_under_loss";
+    let Some(out) = run_lossy_job(
+        t,
+        LOSS,
+        2,
+        Path::new(AM),
+        &["send-left"],
+        &[
+            ("RGASNET_PSHM", "0"),
+            ("RGASNET_PEER_TIMEOUT", "60"),
+            ("AMC_SEND_LEFT_BYTES", "8192"),
+            ("GASNET_AM_NUM_ENTRIES", "2"),
+            ("GASNET_AM_BUFFER_SIZE", "131072"),
+        ],
+        Duration::from_secs(120),
+    ) else {
+        return;
+    };
+    out.assert_success();
+    rgasnet_tests::assert_send_left_counts("send-left under loss", &out);
+    assert!(
+        out.stdout.contains("resent after a refusal") && !out.stdout.contains("(0 resent"),
+        "no refusal was resent, so the test did not test that\n{}",
+        out.stdout
+    );
+    assert!(
+        out.elapsed < Duration::from_secs(30),
+        "send-left under loss took {:?}: a rank waited for a peer that had left\n{}",
+        out.elapsed,
+        out.stderr
+    );
+}
+
+#[test]
 fn one_sided_operations_and_barriers_complete_under_loss_and_duplication() {
     let t = "one_sided_operations_and_barriers_complete_under_loss_and_duplication";
     // Random puts and gets of every size against a shadow copy; the probe handlers hold the

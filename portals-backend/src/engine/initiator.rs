@@ -470,6 +470,9 @@ impl Engine {
             return;
         };
         if consistent {
+            if h.ni_fail == NiFail::PtDisabled {
+                self.refusals.push(from);
+            }
             self.complete(op, h.ni_fail, h.mlength, h.offset, resp.data);
         } else {
             // The peer answered with something this operation cannot use; fail it rather than

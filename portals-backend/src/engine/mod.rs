@@ -88,6 +88,9 @@ pub struct Engine {
     spare: Vec<Vec<u8>>,
     /// Successful ACKs of puts to [`crate::types::PtOptions::LAZY_ACK`] portals, which may wait for company.
     lazy_outgoing: VecDeque<(PhysId, Vec<u8>)>,
+    /// Peers whose ACK refused an operation (`NI_PT_DISABLED`), one entry per refusal, until
+    /// [`Engine::take_refusals`]: the user will send those operations again.
+    refusals: Vec<PhysId>,
     stats: EngineStats,
 }
 
@@ -143,7 +146,17 @@ impl Engine {
             outgoing: VecDeque::new(),
             spare: Vec::new(),
             lazy_outgoing: VecDeque::new(),
+            refusals: Vec::new(),
             stats: EngineStats::default(),
+        }
+    }
+
+    /// Hands `f` the peer of each refusal (an ACK with `NI_PT_DISABLED`) since the last call.
+    /// A layer above that resends refused operations holds its departure handshake on them
+    /// (see [`crate::stack::Stack::handle_datagram`]).
+    pub fn take_refusals(&mut self, mut f: impl FnMut(PhysId)) {
+        for peer in self.refusals.drain(..) {
+            f(peer);
         }
     }
 

@@ -10,6 +10,14 @@
 //! (it went with nothing of its own unacknowledged, and may be gone), or failed. A peer that
 //! said `Leaving` is sent `Clear` in turn: it waits for one of the two from every peer.
 //!
+//! Two things make "nothing unacknowledged" more than the transport's own queue:
+//! - A message the peer refused (`NI_PT_DISABLED`) that the layer above will send again is
+//!   counted by [`Transport::hold`] until [`Transport::release`]; while any is held, the peer
+//!   is not told `Clear`, so it stays to take the message in.
+//! - A peer that said `Leaving` and was then sent something answers it (an acknowledgement of
+//!   the engine's at least), which it must get acknowledged: its `Leaving` no longer counts,
+//!   and it is asked again until it answers `Clear`.
+//!
 //! The `Leaving` waits until everything the transport sent is acknowledged, which a peer that
 //! keeps sending to it (each message answered by an acknowledgement of the engine's) can put
 //! off indefinitely. So a transport whose program ended first says so with a BYE `Ended`
@@ -40,6 +48,13 @@ pub(super) struct Departure {
     peer_ended: bool,
     /// How many times, and when last, this transport told the peer its program ended.
     end_told: (u8, Option<Instant>),
+    /// Messages to the peer that the layer above will send again (it refused them), which
+    /// count as unacknowledged ([`Transport::hold`]).
+    holds: u32,
+    /// A message was sent to the peer after it said `Leaving`: it will answer (an
+    /// acknowledgement of the engine's at least), so its `Leaving` no longer says it has
+    /// nothing unacknowledged here, and only its `Clear` does.
+    sent_after_leaving: bool,
     /// The peer said it has nothing unacknowledged to this transport.
     pub(super) cleared: bool,
     /// When this transport last told the peer it is leaving.
@@ -49,7 +64,15 @@ pub(super) struct Departure {
 impl Departure {
     /// Whether this transport may leave as far as this peer goes.
     fn done(&self) -> bool {
-        self.cleared || self.peer_leaving
+        self.cleared || (self.peer_leaving && !self.sent_after_leaving)
+    }
+
+    /// Notes a message sent to the peer (see `sent_after_leaving`).
+    #[inline]
+    pub(super) fn sent_to(&mut self) {
+        if self.peer_leaving {
+            self.sent_after_leaving = true;
+        }
     }
 }
 
@@ -63,7 +86,7 @@ pub(super) fn on_bye(peer: &mut Peer, bye: Bye, answers: &mut Vec<(PhysId, Bye)>
     match bye {
         Bye::Leaving => {
             d.peer_leaving = true;
-            if !peer.send.outstanding() {
+            if !peer.send.outstanding() && d.holds == 0 {
                 answers.push((peer.id, Bye::Clear));
             }
         }
@@ -91,13 +114,35 @@ impl Transport {
             if peer.failed || d.cleared || d.asked.is_some_and(|t| now < t + retry) {
                 continue;
             }
+            if d.peer_leaving && d.holds > 0 {
+                // Not `Clear` yet: a message the peer refused is still to be sent again.
+                continue;
+            }
             d.asked = Some(now);
-            let bye = if d.peer_leaving {
+            // A peer that is leaving is answered `Clear`, unless this transport sent it
+            // something since: then it is asked again, and its `Clear` awaited.
+            let bye = if d.peer_leaving && !d.sent_after_leaving {
                 Bye::Clear
             } else {
                 Bye::Leaving
             };
             self.byes.push((peer.id, bye));
+        }
+    }
+
+    /// Counts a message to `peer` that is not in the transport but will be sent again (the
+    /// peer refused it): until [`Transport::release`], this transport does not tell the peer
+    /// it has nothing unacknowledged to it, so a leaving peer stays to take it in.
+    pub fn hold(&mut self, peer: PhysId) {
+        if let Some(p) = self.peers.by_id_mut(peer) {
+            p.departure.holds = p.departure.holds.saturating_add(1);
+        }
+    }
+
+    /// Releases one [`Transport::hold`] on `peer`.
+    pub fn release(&mut self, peer: PhysId) {
+        if let Some(p) = self.peers.by_id_mut(peer) {
+            p.departure.holds = p.departure.holds.saturating_sub(1);
         }
     }
 

@@ -347,6 +347,7 @@ impl Transport {
             return Err(TransportError::PeerFailed { peer: dest });
         }
         peer.send.push(now, message);
+        peer.departure.sent_to();
         self.stats.messages_sent += 1;
         // No timer changes until frames leave: the peer is ready, and `poll_transmit`
         // reschedules it after writing them (a timer lookup per message saved).

@@ -70,4 +70,9 @@ impl PeerTable {
     pub(super) fn by_id(&self, id: PhysId) -> Option<&Peer> {
         self.find(id).and_then(|slot| self.slots.get(slot))
     }
+
+    /// [`PeerTable::by_id`], to change it.
+    pub(super) fn by_id_mut(&mut self, id: PhysId) -> Option<&mut Peer> {
+        self.find(id).and_then(|slot| self.slots.get_mut(slot))
+    }
 }

@@ -281,3 +281,67 @@ fn an_ended_program_is_told_a_few_times_before_leaving_and_counted_once() {
     assert!(b.peer_left(id(1)) && b.peer_ended(id(1)));
     assert_eq!(b.stats().peers_leaving, 1);
 }
+
+#[test]
+fn a_held_message_keeps_a_leaving_peer_waiting_until_released() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = (transport(1, t0), transport(2, t0));
+    exchange_one_message(&mut a, &mut b, t0);
+    // `b` refused something of `a`'s, which `a`'s user will send again: not in the transport.
+    a.hold(id(2));
+    a.hold(id(2));
+    b.leave(t0);
+    let ask = drain(&mut b, t0);
+    assert_eq!(byes(&ask), vec![(id(1), Bye::Leaving)]);
+    deliver(&mut a, id(2), &ask, t0);
+    assert!(
+        byes(&drain(&mut a, t0)).is_empty(),
+        "no Clear while a message to b is held"
+    );
+    // Nor from `a`'s own `leave`, which answers a leaving peer.
+    a.leave(t0);
+    assert!(byes(&drain(&mut a, t0)).is_empty());
+    a.release(id(2));
+    deliver(&mut a, id(2), &ask, t0);
+    assert!(byes(&drain(&mut a, t0)).is_empty(), "one hold is left");
+    a.release(id(2));
+    let later = t0 + Duration::from_millis(6);
+    b.leave(later);
+    let again = drain(&mut b, later);
+    deliver(&mut a, id(2), &again, later);
+    assert_eq!(byes(&drain(&mut a, later)), vec![(id(2), Bye::Clear)]);
+    // An extra release (or one for an unknown peer) changes nothing.
+    a.release(id(2));
+    a.release(id(9));
+}
+
+#[test]
+fn a_peer_sent_something_after_its_leaving_must_clear_again() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = (transport(1, t0), transport(2, t0));
+    exchange_one_message(&mut a, &mut b, t0);
+    b.leave(t0);
+    let ask = drain(&mut b, t0);
+    deliver(&mut a, id(2), &ask, t0);
+    drain(&mut a, t0); // a's `Clear`, lost
+    assert!(
+        a.left(),
+        "b is leaving with nothing of its own unacknowledged"
+    );
+    // a sends b something after b's `Leaving` (a resend that b had refused): b answers it,
+    // so a may not go on b's old `Leaving`.
+    exchange_one_message(&mut a, &mut b, t0);
+    assert!(!a.left(), "b's answer may still be unacknowledged");
+    a.leave(t0);
+    let again = drain(&mut a, t0);
+    assert_eq!(
+        byes(&again),
+        vec![(id(2), Bye::Leaving)],
+        "asked again, not told Clear"
+    );
+    deliver(&mut b, id(1), &again, t0);
+    let answer = drain(&mut b, t0);
+    assert_eq!(byes(&answer), vec![(id(1), Bye::Clear)]);
+    deliver(&mut a, id(2), &answer, t0);
+    assert!(a.left());
+}

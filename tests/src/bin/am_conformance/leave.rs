@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use rgasnet::{AmError, Client};
 
-use crate::{poll_until, State, SINK};
+use crate::{poll_until, State, SINK, SINK_MEDIUM};
 use std::sync::atomic::Ordering;
 
 /// Requests rank 0 sends before it leaves, per part: far more than the transport's window, so
@@ -59,7 +59,10 @@ pub(crate) fn leave(c: Client, st: &State) -> Result<(), String> {
 /// its program by dropping its client. From then on rank 0's requests must fail with
 /// [`AmError::PeerLeft`] naming rank 1, instead of waiting forever for room or being accepted
 /// and never handled; and every request accepted before must have been handled by rank 1's
-/// end, exactly once. Both ranks print their counts; the test compares them.
+/// end, exactly once. Both ranks print their counts; the test compares them. With
+/// `AMC_SEND_LEFT_BYTES` set, the requests are Mediums of that many bytes, which fill rank 1's
+/// receive blocks: over the network rank 1 then refuses some, which rank 0 resends while
+/// rank 1 is ending.
 pub(crate) fn send_left(c: Client, st: &State) -> Result<(), String> {
     let e = |e: AmError| e.to_string();
     c.bootstrap().barrier().map_err(|e| e.to_string())?;
@@ -74,11 +77,22 @@ pub(crate) fn send_left(c: Client, st: &State) -> Result<(), String> {
         );
         return Ok(());
     }
+    let bytes = std::env::var("AMC_SEND_LEFT_BYTES")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok());
+    let payload = vec![0x5a; bytes.unwrap_or(0)];
     for sent in 0..10_000_000u64 {
-        match c.am_request_short(1, SINK, &[]) {
+        let r = match bytes {
+            Some(_) => c.am_request_medium(1, SINK_MEDIUM, &[], &payload),
+            None => c.am_request_short(1, SINK, &[]),
+        };
+        match r {
             Ok(()) => {}
             Err(AmError::PeerLeft { rank: 1, .. }) => {
-                println!("rank 0: send-left ok: refused after {sent} requests, rank 1 has left");
+                println!(
+                    "rank 0: send-left ok: refused after {sent} requests, rank 1 has left ({} resent after a refusal)",
+                    c.stats().resends
+                );
                 return Ok(());
             }
             Err(other) => return Err(e(other)),

@@ -32,6 +32,8 @@ const DONE: u8 = 138;
 const BIG_REPLY_REQ: u8 = 139;
 const FLOOD_LONG: u8 = 140;
 const SINK: u8 = 141;
+/// [`SINK`] for Medium requests (`send-left` with `AMC_SEND_LEFT_BYTES`).
+const SINK_MEDIUM: u8 = 143;
 const MAYBE_MISSING: u8 = 200;
 /// Every this many flood messages, one is a Long of [`FLOOD_LONG_LEN`] bytes instead of a
 /// Medium: its data travels as several one-datagram puts that flow control may refuse and
@@ -249,6 +251,11 @@ fn handlers(st: &Arc<State>, me: u32, skip_missing: bool, client: Option<Client>
         s.sunk.fetch_add(1, Ordering::Relaxed);
     })
     .at(SINK);
+    let s = st.clone();
+    let sink_medium = Handler::new("sink_medium", Category::Medium, move |_, _, _| {
+        s.sunk.fetch_add(1, Ordering::Relaxed);
+    })
+    .at(SINK_MEDIUM);
     let mut v = vec![
         short_req,
         short_rep,
@@ -263,6 +270,7 @@ fn handlers(st: &Arc<State>, me: u32, skip_missing: bool, client: Option<Client>
         done,
         big_reply_req,
         sink,
+        sink_medium,
         unwind::handler(st),
     ];
     if let Some(client) = client {
