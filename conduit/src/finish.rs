@@ -94,18 +94,20 @@ impl Inner {
         let mut seen_in = None;
         let mut quiet_since = start;
         loop {
-            self.poll_internal(CALL)?;
+            let ran = self.poll_internal(CALL)?;
             let in_flight = crate::send::lock(&att.send).in_flight();
             let now = Instant::now();
             // Still waiting: for delivery, or (a leaving rank, everything delivered) for the
             // peers to confirm they are done with it. Whatever made the wait (a handler's
             // reply, an ACK held for a request) is flushed and lingered after again.
             let undelivered = in_flight > 0 || !iface.all_acknowledged();
-            if leaving && !undelivered {
+            // `Leaving` promises that this rank sends nothing more, so not while handlers ran
+            // this round: more may wait in the queue, and their replies would follow it.
+            if leaving && !undelivered && ran == 0 {
                 // Also while lingering: a peer that is leaving itself waits for this rank's
                 // answer, which `leave` repeats until the peer clears this rank.
                 iface.leave();
-            } else if leaving {
+            } else if leaving && undelivered {
                 // Peers stop sending to this rank (a peer that keeps doing so would hold up
                 // the wait above, each request answered by an acknowledgement).
                 iface.announce_end();
