@@ -437,13 +437,8 @@ impl Client {
     /// left may still wait to be handled. Cheap while no rank has left: one load over the
     /// network, one load of the rank's shared-memory header for a node peer.
     pub fn has_left(&self, rank: u32) -> bool {
-        if self.inner.supernode.contains(&rank) {
-            return self
-                .inner
-                .attached
-                .get()
-                .and_then(|a| a.shm.as_ref())
-                .is_some_and(|shm| shm.node.has_left(rank));
+        if let Some(left) = self.inner.node_peer_left(rank) {
+            return left;
         }
         let iface = self.inner.am_ni.interface();
         // The count also covers peers that only said their program ended; `peer_left` waits
@@ -462,10 +457,10 @@ impl Client {
     /// so as its end begins; a node peer, once it has taken in what was sent to it (the same
     /// moment as [`Client::has_left`]). Cheap while no rank has ended (see `has_left`).
     pub fn has_ended(&self, rank: u32) -> bool {
-        if self.inner.supernode.contains(&rank) {
-            return self.has_left(rank);
+        match self.inner.node_peer_left(rank) {
+            Some(left) => left,
+            None => self.inner.ended_on_network(rank),
         }
-        self.inner.ended_on_network(rank)
     }
 
     /// Waits at most `timeout` for shared-memory work for `poll()` (see

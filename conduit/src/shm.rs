@@ -140,6 +140,13 @@ impl crate::Client {
 }
 
 impl Inner {
+    /// For a rank reached through shared memory, whether it has left (its end marked it,
+    /// see `Node::mark_left`); `None` for any other rank (one indexed lookup).
+    pub(crate) fn node_peer_left(&self, rank: u32) -> Option<bool> {
+        let att = self.attached.get()?;
+        self.shm_route(att, rank).map(|shm| shm.node.has_left(rank))
+    }
+
     /// Whether `dest` is reached through shared memory.
     pub(crate) fn shm_route<'a>(&self, att: &'a Attached, dest: u32) -> Option<&'a Shm> {
         att.shm
