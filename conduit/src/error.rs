@@ -85,9 +85,10 @@ pub enum AmError {
         /// The call.
         call: &'static str,
     },
-    /// The destination ended its program (see [`crate::Client::has_left`]): no handler would
+    /// The destination ended its program (see [`crate::Client::has_ended`]): no handler would
     /// run for the message, so nothing was sent. Everything sent to it before it said so is
-    /// handled (a leaving rank first runs the handlers of what is already on its way).
+    /// handled (a leaving rank first runs the handlers of what is already on its way). A
+    /// handler's reply gets it when the requester ended without waiting for the answer.
     #[error("{call}: rank {rank} ended its program; nothing more can be sent to it")]
     PeerLeft {
         /// The call.

@@ -89,8 +89,8 @@ struct Inner {
     state: Mutex<State>,
     spin: Duration,
     waiters: AtomicUsize,
-    /// The transport's count of peers that said they are leaving, mirrored after each
-    /// datagram so that [`Interface::departures`] needs no lock.
+    /// The transport's count of peers that said their program ended or that they are
+    /// leaving, mirrored after each datagram so that [`Interface::departures`] needs no lock.
     departures: AtomicU64,
 }
 
@@ -486,8 +486,9 @@ impl Interface {
 
     /// How many peers have said their program ended or that they are leaving, without taking
     /// the interface's lock: a gate that lets a hot path skip [`Interface::peer_ended`] and
-    /// [`Interface::peer_left`] (and their lock) while the count is zero. The count is updated as the datagram that says so is handled, so it may lag
-    /// by the datagram being handled on another thread.
+    /// [`Interface::peer_left`] (and their lock) while the count is zero. It is updated as
+    /// the datagram that says so is handled, so it may lag by a datagram being handled on
+    /// another thread.
     pub fn departures(&self) -> u64 {
         // Relaxed: a hint; `peer_left` under the lock is the truth.
         self.inner.departures.load(Ordering::Relaxed)
