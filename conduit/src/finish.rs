@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crate::client::{Client, Inner};
+use crate::client::{Attached, Client, Inner};
 use crate::error::AmError;
 use crate::recv::in_handler;
 use crate::shm::Shm;
@@ -72,22 +72,37 @@ impl Client {
 impl Inner {
     /// [`Client::quiesce`]; `leaving` also runs the departure handshake (the rank's end).
     pub(crate) fn quiesce(&self, timeout: Duration, leaving: bool) -> Result<(), AmError> {
-        const CALL: &str = "quiesce";
         let Some(att) = self.attached.get() else {
             return Ok(());
         };
         let start = Instant::now();
+        let mut handed_over = Ok(());
         if leaving {
             if let Some(shm) = att.shm.as_ref() {
-                self.hand_over_shm(shm, start, timeout)?;
+                // A hand-over that runs out of time is reported, after the rest of the end
+                // still runs: node peers must see this rank leave, network peers its answer.
+                handed_over = self.hand_over_shm(shm, start, timeout);
                 // Everything this rank sent to node peers is in their queues now.
                 shm.node.mark_left();
             }
         }
         if !self.net_peers {
             // Shared-memory messages are in the target's queue once sent.
-            return Ok(());
+            return handed_over;
         }
+        let network = self.quiesce_network(att, start, timeout, leaving);
+        handed_over.and(network)
+    }
+
+    /// The network part of [`Inner::quiesce`], begun at `start`.
+    fn quiesce_network(
+        &self,
+        att: &Attached,
+        start: Instant,
+        timeout: Duration,
+        leaving: bool,
+    ) -> Result<(), AmError> {
+        const CALL: &str = "quiesce";
         let iface = self.am_ni.interface();
         // Datagrams received when the held acknowledgements were last flushed (`None`: not
         // flushed since the last wait for delivery), and when that was.

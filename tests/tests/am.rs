@@ -126,6 +126,29 @@ fn a_send_to_a_rank_that_ended_its_program_fails_naming_it() {
 }
 
 #[test]
+fn an_end_that_cannot_hand_over_its_replies_says_so_and_still_leaves() {
+    // Shared memory: rank 0's end runs the handlers of 300 requests, whose 60 KB replies wait
+    // for room in rank 1's reply queue while rank 1 does not poll for 3 s. With a 1 s bound
+    // the end must warn (AmError::Undrained) and still mark rank 0 as left, so that rank 1
+    // sees it gone instead of waiting for it.
+    let out = job(2, "undrained", &[("RGASNET_PEER_TIMEOUT", "1")]);
+    assert!(
+        out.status.success()
+            && out.stdout.contains("rank 1: undrained ok: rank 0 has left")
+            && out
+                .stderr
+                .contains("rank 0 leaves the job with messages undelivered: quiesce: within")
+            && out.stderr.contains(
+                "replies did not get into node peers' queues (a node peer stopped polling)"
+            ),
+        "{:?}\n{}\n{}",
+        out.status,
+        out.stdout,
+        out.stderr
+    );
+}
+
+#[test]
 fn a_send_that_waits_long_for_room_says_so_and_completes() {
     // Rank 1 does not poll for 2.5 s while rank 0 floods it: rank 0's sends run out of room
     // (network flow control, or a full shared-memory queue) and wait; after 1 s rank 0 says so

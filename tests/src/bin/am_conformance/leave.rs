@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use rgasnet::{AmError, Client};
 
-use crate::{poll_until, State, SINK, SINK_MEDIUM};
+use crate::{poll_until, State, BIG_REPLY_REQ, SINK, SINK_MEDIUM};
 use std::sync::atomic::Ordering;
 
 /// Requests rank 0 sends before it leaves, per part: far more than the transport's window, so
@@ -99,4 +99,41 @@ pub(crate) fn send_left(c: Client, st: &State) -> Result<(), String> {
         }
     }
     Err("ten million requests to a rank that left all went through".into())
+}
+
+/// Mode `undrained` (shared memory, run with a short `RGASNET_PEER_TIMEOUT`): rank 1 queues
+/// requests whose handlers answer with large replies, then stops polling for 3 s; rank 0 ends
+/// its program without having polled. Its end runs the handlers, whose replies fill rank 1's
+/// reply queue and wait for room that never comes in time: the end must say so (a warning),
+/// and still mark rank 0 as left, so that rank 1, polling again, sees it gone.
+pub(crate) fn undrained(c: Client, st: &State) -> Result<(), String> {
+    const REQUESTS: u64 = 300;
+    let e = |e: AmError| e.to_string();
+    let boot = |e: rgasnet_launcher::BootstrapError| e.to_string();
+    c.bootstrap().barrier().map_err(boot)?;
+    if c.rank() == 0 {
+        c.bootstrap().barrier().map_err(boot)?;
+        println!("rank 0: undrained: leaving");
+        drop(c);
+        return Ok(());
+    }
+    for _ in 0..REQUESTS {
+        c.am_request_short(0, BIG_REPLY_REQ, &[]).map_err(e)?;
+    }
+    c.bootstrap().barrier().map_err(boot)?;
+    std::thread::sleep(Duration::from_secs(3));
+    let left = poll_until(&c, 20, || c.has_left(0)).map_err(e)?;
+    // Whatever got into the queue before rank 0 gave up.
+    let until = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < until {
+        c.poll().map_err(e)?;
+    }
+    let got = st.replies.load(Ordering::Relaxed);
+    if !left || got >= REQUESTS {
+        return Err(format!(
+            "rank 0 left: {left}; {got} of {REQUESTS} replies (some should not have fit)"
+        ));
+    }
+    println!("rank 1: undrained ok: rank 0 has left, {got} of {REQUESTS} replies came");
+    Ok(())
 }

@@ -560,10 +560,19 @@ fn main() -> ExitCode {
         None => 2 * SLICE * n,
     };
     // The modes that end by dropping the client must not keep its state alive from a handler.
-    let prober = (mode != "leave" && mode != "send-left").then(|| c.clone());
+    let prober = (!matches!(mode.as_str(), "leave" | "send-left" | "undrained")).then(|| c.clone());
     if let Err(e) = c.attach(seg, handlers(&st, me, skip, prober)) {
         eprintln!("am_conformance: rank {me}: attach: {e}");
         return ExitCode::from(2);
+    }
+    if mode == "undrained" {
+        return match leave::undrained(c, &st) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("am_conformance: rank {me}: undrained FAILED: {e}");
+                ExitCode::from(1)
+            }
+        };
     }
     if mode == "send-left" {
         return match leave::send_left(c, &st) {
