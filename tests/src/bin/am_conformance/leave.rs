@@ -77,9 +77,13 @@ pub(crate) fn send_left(c: Client, st: &State) -> Result<(), String> {
         );
         return Ok(());
     }
-    let bytes = std::env::var("AMC_SEND_LEFT_BYTES")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok());
+    let bytes = match std::env::var("AMC_SEND_LEFT_BYTES") {
+        Ok(v) => Some(
+            v.parse::<usize>()
+                .map_err(|err| format!("AMC_SEND_LEFT_BYTES={v:?} is not a byte count: {err}"))?,
+        ),
+        Err(_) => None,
+    };
     let payload = vec![0x5a; bytes.unwrap_or(0)];
     for sent in 0..10_000_000u64 {
         let r = match bytes {

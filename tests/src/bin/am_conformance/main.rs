@@ -539,6 +539,9 @@ fn errors(c: &Client, st: &State) -> Result<(), String> {
     Ok(())
 }
 
+/// A mode that takes the client and ends by dropping it (see `leave`).
+type EndingMode = fn(Client, &State) -> Result<(), String>;
+
 fn main() -> ExitCode {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "basic".into());
     let c = match Client::init() {
@@ -565,31 +568,19 @@ fn main() -> ExitCode {
         eprintln!("am_conformance: rank {me}: attach: {e}");
         return ExitCode::from(2);
     }
-    if mode == "undrained" {
-        return match leave::undrained(c, &st) {
+    // Modes that end by dropping the client (no closing handshake: each rank's end must
+    // still deliver, take in or refuse what it should).
+    let ending: Option<EndingMode> = match mode.as_str() {
+        "leave" => Some(leave::leave),
+        "send-left" => Some(leave::send_left),
+        "undrained" => Some(leave::undrained),
+        _ => None,
+    };
+    if let Some(run) = ending {
+        return match run(c, &st) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("am_conformance: rank {me}: undrained FAILED: {e}");
-                ExitCode::from(1)
-            }
-        };
-    }
-    if mode == "send-left" {
-        return match leave::send_left(c, &st) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("am_conformance: rank {me}: send-left FAILED: {e}");
-                ExitCode::from(1)
-            }
-        };
-    }
-    if mode == "leave" {
-        // No closing handshake: rank 0 returns right after sending, and its client's end
-        // must still deliver everything.
-        return match leave::leave(c, &st) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("am_conformance: rank {me}: leave FAILED: {e}");
+                eprintln!("am_conformance: rank {me}: {mode} FAILED: {e}");
                 ExitCode::from(1)
             }
         };
