@@ -131,8 +131,9 @@ pub(crate) fn attach(
 impl crate::Client {
     /// `rank`'s segment when it is a supernode peer's (or this rank's own) shared segment, as
     /// a [`rgasnet_pshm::MappedSegment`]: the same bytes as [`crate::Client::peer_segment`],
-    /// for one-word puts and gets that compile to a single load or store. `None` without
-    /// shared memory, for other ranks, and before attach.
+    /// for one-word puts and gets that compile to a single load or store (refused once `rank`
+    /// ended its program: [`rgasnet_pshm::MappedSegment::owner_left`]). `None` without shared
+    /// memory, for other ranks, and before attach.
     pub fn mapped_segment(&self, rank: u32) -> Option<&rgasnet_pshm::MappedSegment> {
         let a = self.inner.attached.get()?;
         a.shm.as_ref()?.node.mapped_segment(rank)

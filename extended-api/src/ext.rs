@@ -355,8 +355,6 @@ impl Shared {
         Ok(())
     }
 
-    /// Whether `rank` is served without the network. Today only this rank itself; the entry
-    /// point for a node-local (PSHM) path, which would map node peers' segments here.
     /// `rank`'s segment when it is mapped in this process — this rank's own, or a supernode
     /// peer's shared segment — so that an operation on it is a direct copy.
     pub(crate) fn local_segment(&self, rank: u32) -> Option<&Region> {

@@ -128,7 +128,12 @@ impl Peer {
         layout: Layout,
         name: &str,
     ) -> Result<Peer, SetupError> {
-        let direct = MappedSegment::new(Arc::clone(&mapping), layout.segment, layout.segment_len);
+        let direct = MappedSegment::new(
+            Arc::clone(&mapping),
+            layout.segment,
+            layout.segment_len,
+            layout::W_LEFT,
+        );
         let memory = SegmentMemory {
             mapping: Arc::clone(&mapping),
             first: layout.segment,

@@ -410,6 +410,34 @@ fn a_rank_that_marks_itself_left_is_seen_left_with_what_it_sent_before() {
 }
 
 #[test]
+fn one_word_puts_and_gets_are_refused_once_the_segment_s_owner_left() {
+    with_ranks(2, 4096, |rank, node, _rx, barrier| {
+        let word = 0x1122_3344_5566_7788u64.to_le_bytes();
+        let mut got = [0u8; 8];
+        if rank == 0 {
+            let direct = node.mapped_segment(1).unwrap();
+            assert!(!direct.owner_left());
+            assert!(direct.try_write_word(64, &word));
+            barrier.wait(); // rank 1 marks itself left
+            barrier.wait();
+            assert!(direct.owner_left() && node.has_left(1));
+            // Refused, and nothing written: the general path reports the peer's end.
+            assert!(!direct.try_write_word(64, &[0u8; 8]));
+            assert!(!direct.try_read_word(64, &mut got));
+            assert_eq!(got, [0u8; 8]);
+            assert_eq!(node.segment(1).unwrap().to_vec(64, 8).unwrap(), word);
+            // Rank 0's own segment is unaffected by its peer's end.
+            let own = node.mapped_segment(0).unwrap();
+            assert!(!own.owner_left() && own.try_write_word(0, &word));
+        } else {
+            barrier.wait();
+            node.mark_left();
+            barrier.wait();
+        }
+    });
+}
+
+#[test]
 fn a_closed_receiver_refuses_senders_and_is_drained_once_it_took_what_came_before() {
     let msg = |arg: &'static [u32]| AmMessage {
         handler: 151,

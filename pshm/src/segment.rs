@@ -180,6 +180,8 @@ pub struct MappedSegment {
     first: usize,
     /// Usable bytes (the segment's length, not rounded up to the page).
     len: usize,
+    /// Word of the mapping that is non-zero once the segment's owner ended its program.
+    left: usize,
 }
 
 impl std::fmt::Debug for MappedSegment {
@@ -192,12 +194,19 @@ impl std::fmt::Debug for MappedSegment {
 
 impl MappedSegment {
     /// The segment of `len` bytes starting at word `first` of `mapping` (checked by the
-    /// caller against the mapping's size, as for the `Region` over the same words).
-    pub(crate) fn new(mapping: Arc<Mapping>, first: usize, len: usize) -> MappedSegment {
+    /// caller against the mapping's size, as for the `Region` over the same words), whose
+    /// owner marks word `left` when it ends its program.
+    pub(crate) fn new(
+        mapping: Arc<Mapping>,
+        first: usize,
+        len: usize,
+        left: usize,
+    ) -> MappedSegment {
         MappedSegment {
             mapping,
             first,
             len,
+            left,
         }
     }
 
@@ -213,21 +222,38 @@ impl MappedSegment {
         self.len == 0
     }
 
-    /// The word holding bytes `[offset, offset + 8)` when `offset` is 8-aligned and the range
-    /// lies inside the segment.
+    /// Whether the segment's owner has ended its program: nothing reads the segment any more,
+    /// so a put into it would be lost and a get would read what it left behind.
+    #[inline]
+    pub fn owner_left(&self) -> bool {
+        // Relaxed: a refusal, not a handshake; no data of the owner is read after it (the
+        // caller's general path reads the same word with `Acquire` before it reports).
+        self.mapping
+            .words()
+            .get(self.left)
+            .is_some_and(|w| w.load(Ordering::Relaxed) != 0)
+    }
+
+    /// The word holding bytes `[offset, offset + 8)` when `offset` is 8-aligned, the range
+    /// lies inside the segment and the owner is still there (see [`MappedSegment::owner_left`]).
     #[inline]
     fn word_at(&self, offset: u64) -> Option<&AtomicU64> {
         if offset % 8 != 0 || offset.checked_add(8)? > self.len as u64 {
             return None;
         }
-        self.mapping.words().get(self.first + (offset / 8) as usize)
+        let words = self.mapping.words();
+        // Relaxed: as in `owner_left` (read here from the same slice, one lookup for both).
+        if words.get(self.left)?.load(Ordering::Relaxed) != 0 {
+            return None;
+        }
+        words.get(self.first + (offset / 8) as usize)
     }
 
     /// Writes `src` at `offset` if it is one aligned word inside the segment (a single
     /// `Relaxed` store, as `Region::write` does: the put's visibility to the owner is ordered
     /// by the synchronisation that follows it, a barrier or an AM). Returns `false`, having
     /// written nothing, for any other shape or range: the caller takes the general path,
-    /// which copies other shapes and reports range errors.
+    /// which copies other shapes and reports range errors and an owner that left.
     #[inline]
     pub fn try_write_word(&self, offset: u64, src: &[u8]) -> bool {
         let (Ok(bytes), Some(w)) = (<[u8; 8]>::try_from(src), self.word_at(offset)) else {
@@ -238,7 +264,8 @@ impl MappedSegment {
     }
 
     /// Reads one aligned word at `offset` into `dst` (8 bytes), like
-    /// [`MappedSegment::try_write_word`]; `false` (nothing read) for any other shape.
+    /// [`MappedSegment::try_write_word`]; `false` (nothing read) for any other shape, or an
+    /// owner that left.
     #[inline]
     pub fn try_read_word(&self, offset: u64, dst: &mut [u8]) -> bool {
         let (Ok(out), Some(w)) = (<&mut [u8; 8]>::try_from(dst), self.word_at(offset)) else {

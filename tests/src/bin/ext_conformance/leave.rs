@@ -104,7 +104,8 @@ pub(crate) fn barrier_left(ext: &Extended) -> ExitCode {
 /// getting from rank 1's segment, checking each get returns what it put, until the calls fail
 /// with `ExtError::PeerLeft` naming rank 1 (nothing sent), as they must once rank 1's end has
 /// said so. Before, over the network, an access to a rank that had exited was retransmitted
-/// until the peer timeout.
+/// until the peer timeout. Then every one-word form fails the same way: between node peers
+/// those are a single store or load, which used to go into the left rank's segment unchecked.
 pub(crate) fn rma_left(ext: &Extended) -> ExitCode {
     if let Err(code) = barrier_then_rank_1_exits(ext, "rma-left") {
         return code;
@@ -126,7 +127,11 @@ pub(crate) fn rma_left(ext: &Extended) -> ExitCode {
                 return ExitCode::from(1);
             }
             Err(e @ ExtError::PeerLeft { rank: 1, .. }) => {
-                println!("rank 0: rma-left ok after {i} rounds: {e}");
+                if let Err(why) = one_word_forms_fail(ext) {
+                    eprintln!("ext_conformance: rank 0: rma-left FAILED: {why}");
+                    return ExitCode::from(1);
+                }
+                println!("rank 0: rma-left ok after {i} rounds, one-word forms too: {e}");
                 return ExitCode::SUCCESS;
             }
             Err(e) => {
@@ -137,6 +142,25 @@ pub(crate) fn rma_left(ext: &Extended) -> ExitCode {
     }
     eprintln!("ext_conformance: rank 0: rma-left FAILED: still accepted 20 s after rank 1 left");
     ExitCode::from(1)
+}
+
+/// After rank 1 left: an aligned one-word put and get (a single store or load between node
+/// peers) and their value forms fail with `PeerLeft` naming rank 1.
+fn one_word_forms_fail(ext: &Extended) -> Result<(), String> {
+    let mut word = [0u8; 8];
+    let outcomes = [
+        ("8-byte put", ext.put(1, 8, &[7u8; 8])),
+        ("8-byte get", ext.get(&mut word, 1, 8)),
+        ("put_val", ext.put_val(1, 8, 7, 8)),
+        ("get_val", ext.get_val(1, 8, 8).map(|_| ())),
+    ];
+    for (what, outcome) in outcomes {
+        match outcome {
+            Err(ExtError::PeerLeft { rank: 1, .. }) => {}
+            other => return Err(format!("{what} to rank 1 after it left gave {other:?}")),
+        }
+    }
+    Ok(())
 }
 
 /// Mode `memset-left`: rank 0 issues a memset to rank 1's segment, drops the handle without
