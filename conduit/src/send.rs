@@ -231,30 +231,20 @@ impl Inner {
                 max,
             });
         }
-        let protocol = match category {
-            Category::Short => Protocol::Short,
-            Category::Medium => Protocol::Medium,
-            Category::Long => {
-                let offset = long_offset.unwrap_or(0);
-                let segment = att.segment_sizes[dest as usize];
-                let len = payload.len() as u64;
-                if offset.checked_add(len).is_none_or(|end| end > segment) {
-                    return Err(AmError::OutsideSegment {
-                        call,
-                        rank: dest,
-                        offset,
-                        len,
-                        segment,
-                    });
-                }
-                if payload::prefix_len(Protocol::LongPacked, args.len()) + payload.len() <= MAX_BODY
-                {
-                    Protocol::LongPacked
-                } else {
-                    Protocol::Long
-                }
+        if category == Category::Long {
+            let offset = long_offset.unwrap_or(0);
+            let segment = att.segment_sizes[dest as usize];
+            let len = payload.len() as u64;
+            if offset.checked_add(len).is_none_or(|end| end > segment) {
+                return Err(AmError::OutsideSegment {
+                    call,
+                    rank: dest,
+                    offset,
+                    len,
+                    segment,
+                });
             }
-        };
+        }
         if let Some(shm) = self.shm_route(att, dest) {
             return self.send_shm(
                 call,
@@ -268,6 +258,17 @@ impl Inner {
                 long_offset,
             );
         }
+        let protocol = match category {
+            Category::Short => Protocol::Short,
+            Category::Medium => Protocol::Medium,
+            Category::Long
+                if payload::prefix_len(Protocol::LongPacked, args.len()) + payload.len()
+                    <= MAX_BODY =>
+            {
+                Protocol::LongPacked
+            }
+            Category::Long => Protocol::Long,
+        };
         if self.ended_on_network(dest) {
             // Its program ended: nothing would run the handler (and its process may be gone,
             // so the message would be retransmitted until the peer timeout, then be fatal).

@@ -203,7 +203,8 @@ impl Inner {
             self.defer_reply(shm, dest, &msg);
             return Ok(());
         }
-        let mut watch = self.stall_clock();
+        // Started at the first full queue: the common send never reads the configuration.
+        let mut watch = None;
         loop {
             let sent = match direction {
                 Direction::Request => shm.node.try_send_request(dest, &msg),
@@ -220,7 +221,7 @@ impl Inner {
                         self.defer_reply(shm, dest, &msg);
                         return Ok(());
                     }
-                    self.waited(&mut watch, call, dest);
+                    self.waited(watch.get_or_insert_with(|| self.stall_clock()), call, dest);
                     self.poll_internal(call)?;
                 }
                 // The destination ended its program and takes nothing more in.
