@@ -208,7 +208,9 @@ enum Work {
 
 impl Client {
     /// Handles up to a bounded batch of incoming active messages and acknowledgements; returns
-    /// how many handlers ran. Call it often: progress happens only in calls into rgasnet.
+    /// how many handlers ran. Call it often: progress happens only in calls into rgasnet. A
+    /// loop that spins on it needs no spin-wait hint of its own: a poll that found nothing
+    /// ends with one when every peer is on shared memory, and is a system call otherwise.
     pub fn poll(&self) -> Result<usize, AmError> {
         if in_handler() {
             return Err(AmError::InHandler { call: "poll" });
