@@ -101,13 +101,34 @@ fn a_memset_whose_initiator_ended_its_program_is_done_and_the_job_ends_normally(
 
 #[test]
 fn rma_to_a_rank_that_ended_its_program_fails_naming_it() {
-    // Rank 1 calls `std::process::exit(0)` after a barrier; rank 0's puts and gets to it
-    // (each get checked against the put before it) must soon fail with PeerLeft naming rank 1,
-    // instead of being retransmitted to a process that is gone until the peer timeout.
-    after_a_rank_left("rma-left", |out| {
-        out.contains("rank 0: rma-left ok after")
-            && out.contains("rank 1 ended its program; its segment can no longer be accessed")
-    });
+    // Rank 1 calls `std::process::exit(0)` after a barrier; the others' puts and gets to it
+    // (each get checked against the put before it), then its one-word forms, must soon fail
+    // with PeerLeft naming rank 1, instead of being retransmitted to a process that is gone
+    // until the peer timeout, or, between node peers, going into its segment unchecked. Four
+    // ranks, so that the mixed path has rank 0 on shared memory and ranks 2 and 3 on the
+    // network in one job.
+    for (path, env) in rgasnet_tests::paths(4) {
+        let out = run_job(
+            4,
+            Path::new(PROG),
+            &["rma-left"],
+            env,
+            Duration::from_secs(60),
+        );
+        out.assert_success();
+        for rank in [0, 2, 3] {
+            assert!(
+                out.stdout.lines().any(|l| l
+                    .starts_with(&format!("rank {rank}: rma-left ok after"))
+                    && l.ends_with(
+                        "rank 1 ended its program; its segment can no longer be accessed"
+                    )),
+                "rma-left over {path}: rank {rank} did not report it:\n{}\n{}",
+                out.stdout,
+                out.stderr
+            );
+        }
+    }
 }
 
 #[test]

@@ -100,59 +100,65 @@ pub(crate) fn barrier_left(ext: &Extended) -> ExitCode {
     }
 }
 
-/// Mode `rma-left`: rank 1 ends its program after a barrier; rank 0 keeps putting to and
-/// getting from rank 1's segment, checking each get returns what it put, until the calls fail
-/// with `ExtError::PeerLeft` naming rank 1 (nothing sent), as they must once rank 1's end has
-/// said so. Before, over the network, an access to a rank that had exited was retransmitted
-/// until the peer timeout. Then every one-word form fails the same way: between node peers
-/// those are a single store or load, which used to go into the left rank's segment unchecked.
+/// Mode `rma-left`: rank 1 ends its program after a barrier; every other rank keeps putting to
+/// and getting from an area of rank 1's segment of its own, checking each get returns what it
+/// put, until the calls fail with `ExtError::PeerLeft` naming rank 1 (nothing sent), as they
+/// must once rank 1's end has said so. Before, over the network, an access to a rank that had
+/// exited was retransmitted until the peer timeout. Then every one-word form fails the same
+/// way: between node peers those are a single store or load, which used to go into the left
+/// rank's segment unchecked. With 4 ranks and supernodes of 2, rank 0 reaches rank 1 through
+/// shared memory and ranks 2 and 3 over the network, in one job.
 pub(crate) fn rma_left(ext: &Extended) -> ExitCode {
     if let Err(code) = barrier_then_rank_1_exits(ext, "rma-left") {
         return code;
     }
+    let me = ext.rank();
+    let area = u64::from(me) * 128;
     let start = Instant::now();
     let mut back = [0u8; 64];
     for i in 0..u64::MAX {
         if start.elapsed() > Duration::from_secs(20) {
             break;
         }
-        let data = [(i % 251) as u8; 64];
-        let r = ext.put(1, 0, &data).and_then(|()| ext.get(&mut back, 1, 0));
+        let data = [((i + u64::from(me)) % 251) as u8; 64];
+        let r = ext
+            .put(1, area, &data)
+            .and_then(|()| ext.get(&mut back, 1, area));
         match r {
             Ok(()) if back == data => {}
             Ok(()) => {
                 eprintln!(
-                    "ext_conformance: rank 0: rma-left FAILED: get {i} read back other bytes"
+                    "ext_conformance: rank {me}: rma-left FAILED: get {i} read back other bytes"
                 );
                 return ExitCode::from(1);
             }
             Err(e @ ExtError::PeerLeft { rank: 1, .. }) => {
-                if let Err(why) = one_word_forms_fail(ext) {
-                    eprintln!("ext_conformance: rank 0: rma-left FAILED: {why}");
+                if let Err(why) = one_word_forms_fail(ext, area + 64) {
+                    eprintln!("ext_conformance: rank {me}: rma-left FAILED: {why}");
                     return ExitCode::from(1);
                 }
-                println!("rank 0: rma-left ok after {i} rounds, one-word forms too: {e}");
+                println!("rank {me}: rma-left ok after {i} rounds, one-word forms too: {e}");
                 return ExitCode::SUCCESS;
             }
             Err(e) => {
-                eprintln!("ext_conformance: rank 0: rma-left FAILED: {e}");
+                eprintln!("ext_conformance: rank {me}: rma-left FAILED: {e}");
                 return ExitCode::from(1);
             }
         }
     }
-    eprintln!("ext_conformance: rank 0: rma-left FAILED: still accepted 20 s after rank 1 left");
+    eprintln!("ext_conformance: rank {me}: rma-left FAILED: still accepted 20 s after rank 1 left");
     ExitCode::from(1)
 }
 
-/// After rank 1 left: an aligned one-word put and get (a single store or load between node
-/// peers) and their value forms fail with `PeerLeft` naming rank 1.
-fn one_word_forms_fail(ext: &Extended) -> Result<(), String> {
+/// After rank 1 left: an aligned one-word put and get at `offset` (a single store or load
+/// between node peers) and their value forms fail with `PeerLeft` naming rank 1.
+fn one_word_forms_fail(ext: &Extended, offset: u64) -> Result<(), String> {
     let mut word = [0u8; 8];
     let outcomes = [
-        ("8-byte put", ext.put(1, 8, &[7u8; 8])),
-        ("8-byte get", ext.get(&mut word, 1, 8)),
-        ("put_val", ext.put_val(1, 8, 7, 8)),
-        ("get_val", ext.get_val(1, 8, 8).map(|_| ())),
+        ("8-byte put", ext.put(1, offset, &[7u8; 8])),
+        ("8-byte get", ext.get(&mut word, 1, offset)),
+        ("put_val", ext.put_val(1, offset, 7, 8)),
+        ("get_val", ext.get_val(1, offset, 8).map(|_| ())),
     ];
     for (what, outcome) in outcomes {
         match outcome {
