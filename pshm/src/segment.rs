@@ -226,10 +226,15 @@ impl MappedSegment {
     /// so a put into it would be lost and a get would read what it left behind.
     #[inline]
     pub fn owner_left(&self) -> bool {
+        self.left_in(self.mapping.words())
+    }
+
+    /// [`MappedSegment::owner_left`], reading the mark from `words` (the mapping's).
+    #[inline]
+    fn left_in(&self, words: &[AtomicU64]) -> bool {
         // Relaxed: a refusal, not a handshake; no data of the owner is read after it (the
         // caller's general path reads the same word with `Acquire` before it reports).
-        self.mapping
-            .words()
+        words
             .get(self.left)
             .is_some_and(|w| w.load(Ordering::Relaxed) != 0)
     }
@@ -241,9 +246,9 @@ impl MappedSegment {
         if offset % 8 != 0 || offset.checked_add(8)? > self.len as u64 {
             return None;
         }
+        // One look-up of the mapping's words for the mark and the word.
         let words = self.mapping.words();
-        // Relaxed: as in `owner_left` (read here from the same slice, one lookup for both).
-        if words.get(self.left)?.load(Ordering::Relaxed) != 0 {
+        if self.left_in(words) {
             return None;
         }
         words.get(self.first + (offset / 8) as usize)
