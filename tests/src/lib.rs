@@ -143,6 +143,20 @@ pub(crate) fn run_command(mut cmd: Command, timeout: Duration) -> JobOutput {
     }
 }
 
+/// Two AM receive blocks of 128 KiB (`GASNET_AM_NUM_ENTRIES`, `GASNET_AM_BUFFER_SIZE`): small
+/// enough that a flood fills them, so that the network's flow control refuses messages and
+/// recovers, followed by `extra`.
+pub fn small_receive_blocks(
+    extra: &[(&'static str, &'static str)],
+) -> Vec<(&'static str, &'static str)> {
+    let mut env = vec![
+        ("GASNET_AM_NUM_ENTRIES", "2"),
+        ("GASNET_AM_BUFFER_SIZE", "131072"),
+    ];
+    env.extend_from_slice(extra);
+    env
+}
+
 /// The communication paths a job of `ranks` ranks on this host can take, with the environment
 /// that selects each: every rank in one shared-memory supernode; PSHM off (native Portals over
 /// UDP); and, for 4 or more ranks, supernodes of two that talk over Portals (mixed).

@@ -47,15 +47,7 @@ fn flood_forces_flow_control_recovery() {
     // Flow control is the network path's: run with PSHM off, and mixed (rank 1 shares memory
     // with rank 0, ranks 2 and 3 reach it over Portals).
     for extra in [("RGASNET_PSHM", "0"), ("GASNET_SUPERNODE_MAXSIZE", "2")] {
-        let out = job(
-            4,
-            "flood",
-            &[
-                ("GASNET_AM_NUM_ENTRIES", "2"),
-                ("GASNET_AM_BUFFER_SIZE", "131072"),
-                extra,
-            ],
-        );
+        let out = job(4, "flood", &rgasnet_tests::small_receive_blocks(&[extra]));
         out.assert_success();
         assert!(out.stdout.contains("flood ok"), "{extra:?}: {}", out.stdout);
     }
@@ -94,12 +86,7 @@ fn a_handler_that_panics_leaves_the_conduit_working() {
     // queue lock the panic poisoned must not stop the queue. Every other message arrives,
     // exactly once.
     for (path, env) in rgasnet_tests::paths(2) {
-        let mut env = env.to_vec();
-        env.extend([
-            ("GASNET_AM_NUM_ENTRIES", "2"),
-            ("GASNET_AM_BUFFER_SIZE", "131072"),
-        ]);
-        let out = job(2, "unwind", &env);
+        let out = job(2, "unwind", &rgasnet_tests::small_receive_blocks(env));
         out.assert_success();
         assert!(
             out.stdout
@@ -154,12 +141,8 @@ fn a_send_that_waits_long_for_room_says_so_and_completes() {
     // (network flow control, or a full shared-memory queue) and wait; after 1 s rank 0 says so
     // on stderr, naming the target; then everything arrives exactly once.
     for (path, env) in rgasnet_tests::paths(2) {
-        let mut env = env.to_vec();
-        env.extend([
-            ("RGASNET_STALL_WARNING", "1"),
-            ("GASNET_AM_NUM_ENTRIES", "2"),
-            ("GASNET_AM_BUFFER_SIZE", "131072"),
-        ]);
+        let mut env = rgasnet_tests::small_receive_blocks(env);
+        env.push(("RGASNET_STALL_WARNING", "1"));
         let out = job(2, "stall", &env);
         out.assert_success();
         assert_eq!(

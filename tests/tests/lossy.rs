@@ -98,10 +98,7 @@ fn active_messages_arrive_exactly_once_under_loss_and_duplication() {
         AM,
         4,
         "flood",
-        &[
-            ("GASNET_AM_NUM_ENTRIES", "2"),
-            ("GASNET_AM_BUFFER_SIZE", "131072"),
-        ],
+        &rgasnet_tests::small_receive_blocks(&[]),
         "exactly once",
         1,
     );
@@ -140,11 +137,7 @@ fn a_rank_that_ends_while_refused_messages_to_it_wait_to_be_resent_takes_them_al
         AM,
         2,
         "send-left",
-        &[
-            ("AMC_SEND_LEFT_BYTES", "8192"),
-            ("GASNET_AM_NUM_ENTRIES", "2"),
-            ("GASNET_AM_BUFFER_SIZE", "131072"),
-        ],
+        &rgasnet_tests::small_receive_blocks(&[("AMC_SEND_LEFT_BYTES", "8192")]),
     ) else {
         return;
     };
@@ -177,11 +170,7 @@ fn supernodes_of_two_over_a_lossy_network_deliver_everything() {
         AM,
         4,
         "flood",
-        &[
-            ("GASNET_SUPERNODE_MAXSIZE", "2"),
-            ("GASNET_AM_NUM_ENTRIES", "2"),
-            ("GASNET_AM_BUFFER_SIZE", "131072"),
-        ],
+        &rgasnet_tests::small_receive_blocks(&[("GASNET_SUPERNODE_MAXSIZE", "2")]),
         "exactly once",
         1,
     );
