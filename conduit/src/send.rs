@@ -158,6 +158,26 @@ fn tag(kind: u64, index: u64) -> u64 {
     (kind << 56) | index
 }
 
+/// Where an AM body goes and what it is.
+#[derive(Clone, Copy)]
+struct Put {
+    dest: u32,
+    match_bits: u64,
+    hdr_data: u64,
+    /// An AM reply: it answers a message from `dest`.
+    answer: bool,
+}
+
+/// How [`Inner::start_put`] starts a put.
+enum Start<'a> {
+    /// `Ni::put` of the slot's bytes.
+    Plain,
+    /// `Ni::put_answer` of the slot's bytes (an AM reply).
+    Answer,
+    /// `Ni::put_staged` of these pieces, not yet in the slot.
+    Staged([&'a [u8]; 2]),
+}
+
 fn backoff(attempts: u32) -> Duration {
     FIRST_BACKOFF
         .saturating_mul(1u32 << attempts.min(10))
@@ -300,7 +320,13 @@ impl Inner {
             &[]
         };
         let inline = if tail.is_empty() { payload } else { &[] };
-        self.send_body(call, dest, bits.raw(), hdr_data, body_len, tail, |buf| {
+        let put = Put {
+            dest,
+            match_bits: bits.raw(),
+            hdr_data,
+            answer: direction == Direction::Reply,
+        };
+        self.send_body(call, put, body_len, tail, |buf| {
             payload::encode(buf, protocol, args, long_offset, inline)
         })
     }
@@ -410,7 +436,7 @@ impl Inner {
             lock(&att.send)
                 .inflight
                 .insert(user_ptr, InFlight::of(args, Own::Staging(share), dest));
-            if let Err(e) = self.start_put(call, att, &args, Some([piece, &[]])) {
+            if let Err(e) = self.start_put(call, att, &args, Start::Staged([piece, &[]])) {
                 // The pieces already issued complete on their own, and the last of them (or
                 // this) gives the staging region back. The header is never sent, so no
                 // handler runs.
@@ -443,17 +469,20 @@ impl Inner {
     /// Reserves a send slot for a body of `body_len` bytes (polling while none is free), has
     /// `encode` write the body up to `tail`, copies both into the slot and puts it to
     /// `dest`'s AM portal.
-    #[allow(clippy::too_many_arguments)]
     fn send_body(
         &self,
         call: &'static str,
-        dest: u32,
-        match_bits: u64,
-        hdr_data: u64,
+        put: Put,
         body_len: usize,
         tail: &[u8],
         encode: impl FnOnce(&mut Vec<u8>),
     ) -> Result<(), AmError> {
+        let Put {
+            dest,
+            match_bits,
+            hdr_data,
+            answer,
+        } = put;
         let att = self.attached(call)?;
         let small = body_len <= SMALL_SLOT;
         let mut watch = self.stall_clock();
@@ -531,30 +560,37 @@ impl Inner {
             if body_len as u64 >= IN_PLACE_MIN {
                 // Written into the slot by the put itself, after its datagram left: the
                 // target need not wait for a copy of a large payload.
-                return self.start_put(call, att, &args, Some([&buf, tail]));
+                return self.start_put(call, att, &args, Start::Staged([&buf, tail]));
             }
             if region.write(offset as usize, &buf).is_err()
                 || region.write(offset as usize + buf.len(), tail).is_err()
             {
                 self.fatal("send slot outside its buffer");
             }
-            self.start_put(call, att, &args, None)
+            // A reply of a small slot leaves ahead of the ACK of its request (see
+            // `Ni::put_answer`); a large one is dominated by its copy, and leaves as before.
+            let how = if answer && small {
+                Start::Answer
+            } else {
+                Start::Plain
+            };
+            self.start_put(call, att, &args, how)
         })
     }
 
-    /// Starts the put of `args`, already recorded in flight (staged: its bytes are given,
-    /// not yet in its slot; [`rgasnet_portals::interface::Ni::put_staged`]). A refused put is
-    /// forgotten again and its memory given back.
+    /// Starts the put of `args`, already recorded in flight, as `how` says ([`Start`]). A
+    /// refused put is forgotten again and its memory given back.
     fn start_put(
         &self,
         call: &'static str,
         att: &crate::client::Attached,
         args: &PutArgs,
-        staged: Option<[&[u8]; 2]>,
+        how: Start<'_>,
     ) -> Result<(), AmError> {
-        let put = match staged {
-            Some(parts) => self.am_ni.put_staged(args, parts),
-            None => self.am_ni.put(args),
+        let put = match how {
+            Start::Staged(parts) => self.am_ni.put_staged(args, parts),
+            Start::Answer => self.am_ni.put_answer(args),
+            Start::Plain => self.am_ni.put(args),
         };
         if let Err(source) = put {
             let user_ptr = args.user_ptr;

@@ -218,6 +218,20 @@ impl Interface {
         r
     }
 
+    /// [`Ni::put_answer`](crate::interface::ni::Ni::put_answer): the put leaves without a lone
+    /// lazy ACK for its target, which follows in a datagram of its own ([`Stack::pump_answer`]).
+    fn put_answer(&self, args: &PutArgs) -> PtlResult<()> {
+        let mut st = self.lock();
+        let r = st.stack.engine.put(args);
+        let now = Instant::now();
+        st.stack.pump_answer(now);
+        self.transmit(&mut st, now);
+        if st.stack.release_after_send(now) {
+            self.transmit(&mut st, now);
+        }
+        r
+    }
+
     /// Sends every datagram the transport has ready; a large fragment goes from its message
     /// to the socket without a copy into `tx` (a gathering send).
     fn transmit(&self, st: &mut State, now: Instant) {

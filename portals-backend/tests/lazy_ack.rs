@@ -1,6 +1,7 @@
 //! `PtOptions::LAZY_ACK` on two stacks wired back to back (no sockets, virtual time): a
-//! successful ACK waits for the next message to its initiator and leaves in the same datagram,
-//! or leaves on its own once the lazy delay has passed; a refusal is never held back.
+//! successful ACK waits for the next message to its initiator and leaves in the same datagram
+//! (or, alone before an answer, right behind it in a datagram of its own), or leaves on its
+//! own once the lazy delay has passed; a refusal is never held back.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed call is a failed test
 
 use std::time::{Duration, Instant};
@@ -8,7 +9,7 @@ use std::time::{Duration, Instant};
 use rgasnet_portals::engine::{
     CtHandle, Engine, EqGet, EqHandle, MdHandle, MdSpec, MeSpec, NiHandle, PutArgs, RemoteAddr,
 };
-use rgasnet_portals::stack::{Stack, DEFAULT_LAZY_ACK_DELAY};
+use rgasnet_portals::stack::{Stack, DEFAULT_LAZY_ACK_DELAY, LAZY_RIDE_MIN};
 use rgasnet_portals::transport::{Transport, TransportConfig};
 use rgasnet_portals::types::{
     AckReq, Addressing, EventKind, ListKind, Matching, MdOptions, MeOptions, NiFail, NiKind,
@@ -112,6 +113,26 @@ fn put_bits(
     user_ptr: u64,
     now: Instant,
 ) {
+    engine_put(s, to, pt, match_bits, offset, bytes, user_ptr);
+    s.stack.pump(now);
+}
+
+/// A put to the lazy portal that answers a message from `to` (as an AM reply does).
+fn answer(s: &mut Side, to: u32, offset: u64, bytes: &[u8], user_ptr: u64, now: Instant) {
+    engine_put(s, to, LAZY_PT, 0, offset, bytes, user_ptr);
+    s.stack.pump_answer(now);
+}
+
+/// The engine's part of a put (the caller pumps).
+fn engine_put(
+    s: &mut Side,
+    to: u32,
+    pt: u32,
+    match_bits: u64,
+    offset: u64,
+    bytes: &[u8],
+    user_ptr: u64,
+) {
     s.src.write(0, bytes).unwrap();
     s.stack
         .engine
@@ -130,7 +151,6 @@ fn put_bits(
             hdr_data: 0,
         })
         .unwrap();
-    s.stack.pump(now);
 }
 
 /// Moves every datagram `from` has ready to `to`; returns how many went.
@@ -179,6 +199,53 @@ fn a_lazy_ack_rides_the_next_message_to_its_initiator() {
             (EventKind::Put, NiFail::Ok, 0)
         ]
     );
+    assert_eq!(a.sink.to_vec(64, 5).unwrap(), b"reply");
+}
+
+#[test]
+fn an_answer_leaves_ahead_of_a_lone_lazy_ack_which_follows_in_a_datagram_of_its_own() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = (side(0, t0), side(1, t0));
+    put(&mut a, 1, LAZY_PT, 0, b"request", 1, t0);
+    assert_eq!(carry(&mut a, &mut b, t0), 1);
+    assert_eq!(events(&mut b), vec![(EventKind::Put, NiFail::Ok, 0)]);
+    assert_eq!(b.stack.lazy_held(), 1);
+    // The answer leaves alone: a takes it in without the ACK in front of it...
+    answer(&mut b, 0, 64, b"reply", 2, t0);
+    assert_eq!(b.stack.lazy_held(), 1);
+    assert_eq!(carry(&mut b, &mut a, t0), 1);
+    assert_eq!(events(&mut a), vec![(EventKind::Put, NiFail::Ok, 0)]);
+    assert_eq!(a.sink.to_vec(64, 5).unwrap(), b"reply");
+    // ...and the ACK follows in a datagram of its own once the answer went.
+    assert!(b.stack.release_after_send(t0));
+    assert_eq!(b.stack.lazy_held(), 0);
+    assert_eq!(carry(&mut b, &mut a, t0), 1);
+    assert_eq!(events(&mut a), vec![(EventKind::Ack, NiFail::Ok, 1)]);
+    // Nothing held: nothing more to send.
+    assert!(!b.stack.release_after_send(t0));
+    assert_eq!(carry(&mut b, &mut a, t0), 0);
+}
+
+#[test]
+fn several_lazy_acks_ride_even_an_answer() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = (side(0, t0), side(1, t0));
+    let held = LAZY_RIDE_MIN as u64;
+    for i in 0..held {
+        put(&mut a, 1, LAZY_PT, 8 * i, b"request", 10 + i, t0);
+    }
+    carry(&mut a, &mut b, t0);
+    assert_eq!(b.stack.lazy_held(), LAZY_RIDE_MIN);
+    // One datagram carries the ACKs, oldest first, and then the answer.
+    answer(&mut b, 0, 64, b"reply", 2, t0);
+    assert_eq!(b.stack.lazy_held(), 0);
+    assert!(!b.stack.release_after_send(t0));
+    assert_eq!(carry(&mut b, &mut a, t0), 1);
+    let mut want: Vec<_> = (0..held)
+        .map(|i| (EventKind::Ack, NiFail::Ok, 10 + i))
+        .collect();
+    want.push((EventKind::Put, NiFail::Ok, 0));
+    assert_eq!(events(&mut a), want);
     assert_eq!(a.sink.to_vec(64, 5).unwrap(), b"reply");
 }
 

@@ -248,6 +248,13 @@ impl Ni {
     pub fn put(&self, args: &PutArgs) -> PtlResult<()> {
         self.iface.with_engine(|e| e.put(args))
     }
+    /// `PtlPut` of a message that answers one from its target, such as an active-message
+    /// reply (an rgasnet extension; otherwise [`Ni::put`]). A lone lazy ACK held for the target
+    /// ([`crate::types::PtOptions::LAZY_ACK`]) does not ride it but follows it in a datagram of
+    /// its own, so that the target takes the answer in first (see [`crate::stack`]).
+    pub fn put_answer(&self, args: &PutArgs) -> PtlResult<()> {
+        self.iface.put_answer(args)
+    }
     /// `PtlPut` whose MD bytes `[local_offset, local_offset + length)` are `parts[0]`
     /// followed by `parts[1]` but not written yet (an rgasnet extension). They are written
     /// into the MD's region before this returns, as if the caller had written them first; but
