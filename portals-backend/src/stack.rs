@@ -12,25 +12,20 @@
 //!
 //! Riding is not free on a round trip's path, though: the ACK costs its sender the framing of
 //! a second message and its receiver the decoding and the event before the message behind it,
-//! about 0.17 µs a side of an AM Short ping-pong on this project's machine (rdtsc probe). A
-//! message that *answers* one ([`Stack::pump_answer`], for an AM reply) therefore leaves
-//! alone, and a lone ACK held for its target follows it in a datagram of its own
-//! ([`Stack::release_after_send`]): it reaches the requester while that one runs the reply's
-//! handler, off the round trip's path. Only answers do this: after a message that answers
-//! nothing (an AM request, a barrier's notification) the peer may be waiting for its next
-//! message, and an ACK datagram arriving first costs it a receive (tried for every message:
-//! the 2-rank barrier went from 3.1 to 5.3 µs). [`LAZY_RIDE_MIN`] or more ACKs held for the
-//! target ride even an answer, so a flood of requests adds no datagrams.
+//! about 0.17 µs a side of an AM Short ping-pong on this project's machine (rdtsc probe; AM
+//! puts without ACKs measured 1.44 → 1.34–1.37 × the raw UDP round trip). A message that
+//! *answers* one ([`Stack::pump_answer`], for an AM reply) therefore leaves alone, and a lone
+//! ACK held for its target follows it in a datagram of its own ([`Stack::release_after_send`]):
+//! it reaches the requester while that one runs the reply's handler, off the round trip's
+//! path. [`LAZY_RIDE_MIN`] or more ACKs held for the target ride even an answer, so a flood of
+//! requests adds no datagrams.
 //!
-//! Riding is not free on a round trip's path: the ACK costs its sender the framing of a second
-//! message and its receiver the decoding and the event before the message behind it, about
-//! 0.17 µs a side of an AM Short ping-pong on this project's machine (rdtsc probe; puts
-//! without ACKs measured 1.44 → 1.34–1.37 × the raw UDP round trip). Sending a lone held ACK
-//! in a datagram of its own right behind the message instead was tried: the AM Short
-//! ping-pong went 1.438 → 1.393, but the 2-rank barrier went 3.1 → 5.3 µs and the 65,000-byte
-//! AM Medium ping-pong 1.24–1.30 → 1.36–1.37 ×, because in a symmetric exchange the extra
-//! datagram reaches the peer exactly while it waits for the next message. Sending it at the
-//! next idle receive instead was slower than riding. So ACKs ride.
+//! Only answers do this. Sending every lone ACK after its message was tried: the AM Short
+//! ping-pong gained as much, but the 2-rank barrier went from 3.1 to 5.3 µs and the
+//! 65,000-byte AM Medium ping-pong from 1.24–1.30 to 1.36–1.37 ×, because after a message
+//! that answers nothing (an AM request, a barrier's notification) the peer may be waiting for
+//! its next message, and the ACK's datagram, arriving first, costs it a receive. Sending it
+//! at the next idle receive instead was slower than riding.
 
 use std::time::{Duration, Instant};
 
