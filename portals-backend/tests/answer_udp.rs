@@ -4,9 +4,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed call is a failed test
 
-use rgasnet_portals::engine::{EqHandle, MeSpec};
+use rgasnet_portals::engine::EqHandle;
 use rgasnet_portals::interface::Ni;
-use rgasnet_portals::types::{EventKind, ListKind, MeOptions, NiFail, ProcessId, PtOptions};
+use rgasnet_portals::types::{EventKind, MeOptions, NiFail, PtOptions};
 use rgasnet_portals::Region;
 
 mod common;
@@ -19,21 +19,7 @@ fn lazy_side(
     region: &Region,
     src: &Region,
 ) -> (EqHandle, rgasnet_portals::engine::MdHandle) {
-    let eq = ni.eq_alloc(64).unwrap();
-    assert_eq!(ni.pt_alloc(PtOptions::LAZY_ACK, Some(eq), 0).unwrap(), 0);
-    let spec = MeSpec {
-        region: region.clone(),
-        offset: 0,
-        length: region.len() as u64,
-        ct: None,
-        uid: UID,
-        options: MeOptions::OP_PUT | MeOptions::EVENT_LINK_DISABLE,
-        match_id: ProcessId::ANY_PHYS,
-        match_bits: BITS,
-        ignore_bits: 0,
-        min_free: 0,
-    };
-    ni.me_append(0, spec, ListKind::Priority, 0x7a).unwrap();
+    let eq = target_on(ni, region, MeOptions::OP_PUT, PtOptions::LAZY_ACK);
     (eq, md(ni, src, Some(eq)))
 }
 

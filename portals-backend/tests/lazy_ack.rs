@@ -99,21 +99,7 @@ fn append(e: &mut Engine, ni: NiHandle, pt: u32, sink: &Region) {
 }
 
 fn put(s: &mut Side, to: u32, pt: u32, offset: u64, bytes: &[u8], user_ptr: u64, now: Instant) {
-    put_bits(s, to, pt, 0, offset, bytes, user_ptr, now)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn put_bits(
-    s: &mut Side,
-    to: u32,
-    pt: u32,
-    match_bits: u64,
-    offset: u64,
-    bytes: &[u8],
-    user_ptr: u64,
-    now: Instant,
-) {
-    engine_put(s, to, pt, match_bits, offset, bytes, user_ptr);
+    engine_put(s, to, pt, 0, offset, bytes, user_ptr);
     s.stack.pump(now);
 }
 
@@ -281,7 +267,8 @@ fn acks_of_an_ordinary_portal_and_refusals_are_not_held() {
     assert_eq!(carry(&mut b, &mut a, t0), 1);
     assert_eq!(events(&mut a), vec![(EventKind::Ack, NiFail::Ok, 3)]);
     // No entry matches: refused, and the refusal leaves at once even on the lazy portal.
-    put_bits(&mut a, 1, LAZY_PT, 0xbad, 0, b"unmatched", 4, t0);
+    engine_put(&mut a, 1, LAZY_PT, 0xbad, 0, b"unmatched", 4);
+    a.stack.pump(t0);
     carry(&mut a, &mut b, t0);
     assert_eq!(b.stack.lazy_held(), 0);
     assert_eq!(carry(&mut b, &mut a, t0), 1);

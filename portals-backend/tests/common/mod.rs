@@ -87,8 +87,18 @@ impl Drop for Progress {
 
 /// A target: an EQ, portal 0 with one ME over `region` for puts and gets matching `BITS`.
 pub(crate) fn target(ni: &Ni, region: &Region, options: MeOptions) -> EqHandle {
+    target_on(ni, region, options, PtOptions::empty())
+}
+
+/// [`target`] on a portal allocated with `pt_options`.
+pub(crate) fn target_on(
+    ni: &Ni,
+    region: &Region,
+    options: MeOptions,
+    pt_options: PtOptions,
+) -> EqHandle {
     let eq = ni.eq_alloc(64).unwrap();
-    assert_eq!(ni.pt_alloc(PtOptions::empty(), Some(eq), 0).unwrap(), 0);
+    assert_eq!(ni.pt_alloc(pt_options, Some(eq), 0).unwrap(), 0);
     let spec = MeSpec {
         region: region.clone(),
         offset: 0,
