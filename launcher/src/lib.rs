@@ -4,13 +4,13 @@
 //! bootstrap exchange that the conduit uses at start-up: key-value put/fence/get, allgather,
 //! broadcast, barrier and abort (`DESIGN.md` §7).
 //!
-//! A rank calls [`Bootstrap::from_env`]; it reads the `RGASNET_*` variables ([`env`]) that
+//! A rank calls [`Bootstrap::from_env`]; it reads the `RGASNET_*` variables ([`env`](mod@env)) that
 //! `rgasnetrun` set and connects to the launcher's [`server::BootstrapServer`] over TCP,
 //! presenting the job key. With the `mpi` feature, a process started by `mpirun` (with or
 //! without `rgasnetrun`) bootstraps through MPI instead.
 //!
 //! Layers: [`proto`] (frames, sans-IO), [`coord`] (the server's state machine, sans-IO),
-//! `client` and [`server`] (thin TCP layers), [`env`] (every variable name).
+//! `client` and [`server`] (thin TCP layers), [`env`](mod@env) (every variable name).
 #![forbid(unsafe_code)]
 
 mod client;
