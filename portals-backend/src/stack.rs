@@ -58,8 +58,6 @@ pub struct Stack {
     lazy_delay: Duration,
     /// Where a message to this interface with an in-place body is joined (see `handle_own`).
     own_joined: Vec<u8>,
-    /// Set while pumping an answer ([`Stack::pump_answer`]): a lone lazy ACK does not ride.
-    answering: bool,
 }
 
 impl Stack {
@@ -74,7 +72,6 @@ impl Stack {
             lazy_deadline: None,
             lazy_delay: DEFAULT_LAZY_ACK_DELAY,
             own_joined: Vec::new(),
-            answering: false,
         }
     }
 
@@ -97,6 +94,11 @@ impl Stack {
     /// A lazy ACK is held until another message goes to the same peer (it then leaves first,
     /// in the same datagram) or its delay runs out ([`Stack::poll_timeout`] includes it).
     pub fn pump(&mut self, now: Instant) {
+        self.pump_as(now, false);
+    }
+
+    /// [`Stack::pump`]; with `answering`, lazy ACKs ride only as [`Stack::pump_answer`] says.
+    fn pump_as(&mut self, now: Instant, answering: bool) {
         // Buffers of acknowledged messages go back to the engine to build new ones in.
         if !self.transport.spare_buffers().is_empty() {
             self.engine.stock_buffers(self.transport.spare_buffers());
@@ -109,7 +111,7 @@ impl Stack {
                     self.handle_own(message);
                     continue;
                 }
-                if self.answering {
+                if answering {
                     self.release_riding(now, dest);
                 } else {
                     self.release_lazy(now, Some(dest));
@@ -191,9 +193,7 @@ impl Stack {
     /// for its target stays held, to follow the answer ([`Stack::release_after_send`]) instead
     /// of riding it; [`LAZY_RIDE_MIN`] or more ride.
     pub fn pump_answer(&mut self, now: Instant) {
-        self.answering = true;
-        self.pump(now);
-        self.answering = false;
+        self.pump_as(now, true);
     }
 
     /// Before an answer to `dest` is handed to the transport: the lazy ACKs held for `dest`
