@@ -210,23 +210,29 @@ impl Interface {
 
     /// Runs `f` on the engine, then puts whatever it produced on the wire.
     fn with_engine<T>(&self, f: impl FnOnce(&mut Engine) -> PtlResult<T>) -> PtlResult<T> {
+        self.with_engine_as(false, f)
+    }
+
+    /// [`Interface::with_engine`]; with `answering`, for a call that put an answer
+    /// ([`Ni::put_answer`](crate::interface::ni::Ni::put_answer)): the answer leaves without a
+    /// lone lazy ACK for its target, which follows in a datagram of its own
+    /// ([`Stack::pump_answer`]).
+    fn with_engine_as<T>(
+        &self,
+        answering: bool,
+        f: impl FnOnce(&mut Engine) -> PtlResult<T>,
+    ) -> PtlResult<T> {
         let mut st = self.lock();
         let r = f(&mut st.stack.engine);
         let now = Instant::now();
-        st.stack.pump(now);
+        if !answering {
+            st.stack.pump(now);
+            self.transmit(&mut st, now);
+            return r;
+        }
+        let answered = st.stack.pump_answer(now);
         self.transmit(&mut st, now);
-        r
-    }
-
-    /// [`Ni::put_answer`](crate::interface::ni::Ni::put_answer): the put leaves without a lone
-    /// lazy ACK for its target, which follows in a datagram of its own ([`Stack::pump_answer`]).
-    fn put_answer(&self, args: &PutArgs) -> PtlResult<()> {
-        let mut st = self.lock();
-        let r = st.stack.engine.put(args);
-        let now = Instant::now();
-        st.stack.pump_answer(now);
-        self.transmit(&mut st, now);
-        if st.stack.release_after_send(now) {
+        if answered.is_some_and(|peer| st.stack.release_after_send(now, peer)) {
             self.transmit(&mut st, now);
         }
         r

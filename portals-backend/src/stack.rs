@@ -98,7 +98,9 @@ impl Stack {
     }
 
     /// [`Stack::pump`]; with `answering`, lazy ACKs ride only as [`Stack::pump_answer`] says.
-    fn pump_as(&mut self, now: Instant, answering: bool) {
+    /// Returns the peer the engine's last outgoing message went to, if it sent any.
+    fn pump_as(&mut self, now: Instant, answering: bool) -> Option<PhysId> {
+        let mut last = None;
         // Buffers of acknowledged messages go back to the engine to build new ones in.
         if !self.transport.spare_buffers().is_empty() {
             self.engine.stock_buffers(self.transport.spare_buffers());
@@ -117,6 +119,7 @@ impl Stack {
                     self.release_lazy(now, Some(dest));
                 }
                 self.send(now, dest, message);
+                last = Some(dest);
             }
             while let Some((dest, message)) = self.engine.poll_lazy_outgoing() {
                 progressed = true;
@@ -143,7 +146,7 @@ impl Stack {
                 }
             }
             if !progressed {
-                return;
+                return last;
             }
         }
     }
@@ -191,9 +194,10 @@ impl Stack {
 
     /// [`Stack::pump`] after an API call that put an answer (an AM reply): a lone lazy ACK held
     /// for its target stays held, to follow the answer ([`Stack::release_after_send`]) instead
-    /// of riding it; [`LAZY_RIDE_MIN`] or more ride.
-    pub fn pump_answer(&mut self, now: Instant) {
-        self.pump_as(now, true);
+    /// of riding it; [`LAZY_RIDE_MIN`] or more ride. Returns the peer the answer went to (none
+    /// when the call sent nothing, or only to this interface itself).
+    pub fn pump_answer(&mut self, now: Instant) -> Option<PhysId> {
+        self.pump_as(now, true)
     }
 
     /// Before an answer to `dest` is handed to the transport: the lazy ACKs held for `dest`
@@ -209,15 +213,16 @@ impl Stack {
         }
     }
 
-    /// For a driver that has just transmitted an answer ([`Stack::pump_answer`]): hands the
-    /// lazy ACKs still held to the transport, to leave in a datagram of their own right behind
-    /// it, and pumps. Returns whether any was held, i.e. whether the driver has another
-    /// datagram to transmit.
-    pub fn release_after_send(&mut self, now: Instant) -> bool {
-        if self.lazy.is_empty() {
+    /// For a driver that has just transmitted an answer to `peer` ([`Stack::pump_answer`]):
+    /// hands the lazy ACKs still held for `peer` to the transport, to leave in a datagram of
+    /// their own right behind the answer, and pumps. ACKs held for other peers stay held (an
+    /// ACK datagram reaching a peer that waits for its next message would cost it a receive).
+    /// Returns whether any was held, i.e. whether the driver has another datagram to transmit.
+    pub fn release_after_send(&mut self, now: Instant, peer: PhysId) -> bool {
+        if !self.lazy.iter().any(|(p, _)| *p == peer) {
             return false;
         }
-        self.release_lazy(now, None);
+        self.release_lazy(now, Some(peer));
         self.pump(now);
         true
     }

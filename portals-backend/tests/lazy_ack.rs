@@ -41,7 +41,7 @@ fn phys(i: u32) -> PhysId {
 }
 
 fn side(i: u32, now: Instant) -> Side {
-    let map = [phys(0), phys(1)];
+    let map = [phys(0), phys(1), phys(2)];
     let cfg = TransportConfig {
         job_key: 0x1a2b,
         ..Default::default()
@@ -103,10 +103,11 @@ fn put(s: &mut Side, to: u32, pt: u32, offset: u64, bytes: &[u8], user_ptr: u64,
     s.stack.pump(now);
 }
 
-/// A put to the lazy portal that answers a message from `to` (as an AM reply does).
+/// A put to the lazy portal that answers a message from `to` (as an AM reply does); checks
+/// that the stack names `to` as the peer answered.
 fn answer(s: &mut Side, to: u32, offset: u64, bytes: &[u8], user_ptr: u64, now: Instant) {
     engine_put(s, to, LAZY_PT, 0, offset, bytes, user_ptr);
-    s.stack.pump_answer(now);
+    assert_eq!(s.stack.pump_answer(now), Some(phys(to)));
 }
 
 /// The engine's part of a put (the caller pumps).
@@ -203,13 +204,51 @@ fn an_answer_leaves_ahead_of_a_lone_lazy_ack_which_follows_in_a_datagram_of_its_
     assert_eq!(events(&mut a), vec![(EventKind::Put, NiFail::Ok, 0)]);
     assert_eq!(a.sink.to_vec(64, 5).unwrap(), b"reply");
     // ...and the ACK follows in a datagram of its own once the answer went.
-    assert!(b.stack.release_after_send(t0));
+    assert!(b.stack.release_after_send(t0, phys(0)));
     assert_eq!(b.stack.lazy_held(), 0);
     assert_eq!(carry(&mut b, &mut a, t0), 1);
     assert_eq!(events(&mut a), vec![(EventKind::Ack, NiFail::Ok, 1)]);
     // Nothing held: nothing more to send.
-    assert!(!b.stack.release_after_send(t0));
+    assert!(!b.stack.release_after_send(t0, phys(0)));
     assert_eq!(carry(&mut b, &mut a, t0), 0);
+}
+
+#[test]
+fn only_the_answered_peer_s_lazy_ack_follows_an_answer() {
+    let t0 = Instant::now();
+    let (mut a, mut b, mut c) = (side(0, t0), side(1, t0), side(2, t0));
+    put(&mut a, 1, LAZY_PT, 0, b"from a", 1, t0);
+    put(&mut c, 1, LAZY_PT, 8, b"from c", 3, t0);
+    carry(&mut a, &mut b, t0);
+    carry(&mut c, &mut b, t0);
+    assert_eq!(b.stack.lazy_held(), 2);
+    answer(&mut b, 0, 64, b"reply", 2, t0);
+    assert_eq!(carry(&mut b, &mut a, t0), 1);
+    // a's ACK follows the answer to a; c's stays held for c's next message (or its delay),
+    // since c may be waiting for something else and an ACK datagram would cost it a receive.
+    assert!(b.stack.release_after_send(t0, phys(0)));
+    assert_eq!(b.stack.lazy_held(), 1);
+    assert_eq!(carry(&mut b, &mut a, t0), 1);
+    assert_eq!(
+        events(&mut a),
+        vec![
+            (EventKind::Put, NiFail::Ok, 0),
+            (EventKind::Ack, NiFail::Ok, 1)
+        ]
+    );
+    assert_eq!(carry(&mut b, &mut c, t0), 0);
+    assert!(events(&mut c).is_empty());
+    // A plain message to c takes c's ACK along.
+    put(&mut b, 2, LAZY_PT, 0, b"to c", 4, t0);
+    assert_eq!(b.stack.lazy_held(), 0);
+    assert_eq!(carry(&mut b, &mut c, t0), 1);
+    assert_eq!(
+        events(&mut c),
+        vec![
+            (EventKind::Ack, NiFail::Ok, 3),
+            (EventKind::Put, NiFail::Ok, 0)
+        ]
+    );
 }
 
 #[test]
@@ -225,7 +264,7 @@ fn several_lazy_acks_ride_even_an_answer() {
     // One datagram carries the ACKs, oldest first, and then the answer.
     answer(&mut b, 0, 64, b"reply", 2, t0);
     assert_eq!(b.stack.lazy_held(), 0);
-    assert!(!b.stack.release_after_send(t0));
+    assert!(!b.stack.release_after_send(t0, phys(0)));
     assert_eq!(carry(&mut b, &mut a, t0), 1);
     let mut want: Vec<_> = (0..held)
         .map(|i| (EventKind::Ack, NiFail::Ok, 10 + i))

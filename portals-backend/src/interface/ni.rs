@@ -253,7 +253,7 @@ impl Ni {
     /// ([`crate::types::PtOptions::LAZY_ACK`]) does not ride it but follows it in a datagram of
     /// its own, so that the target takes the answer in first (see [`crate::stack`]).
     pub fn put_answer(&self, args: &PutArgs) -> PtlResult<()> {
-        self.iface.put_answer(args)
+        self.iface.with_engine_as(true, |e| e.put(args))
     }
     /// `PtlPut` whose MD bytes `[local_offset, local_offset + length)` are `parts[0]`
     /// followed by `parts[1]` but not written yet (an rgasnet extension). They are written
