@@ -200,7 +200,15 @@ impl Engine {
     /// Takes the next event: `Dropped` when events were lost before it (`PTL_EQ_DROPPED`).
     pub fn eq_get(&mut self, eq: EqHandle) -> PtlResult<EqGet> {
         let q = self.eqs.get_mut("eq_get", eq)?;
-        Ok(match q.events.pop_front() {
+        let got = q.events.pop_front();
+        if q.events.is_empty() {
+            // An emptied ring starts again at its first slot (`clear` resets the head), so a
+            // queue that is drained as it fills keeps writing the same cache lines instead of
+            // walking its whole allocation: each new line was a cache miss on the event's
+            // path, and pushed useful lines (the socket's among them) out of the cache.
+            q.events.clear();
+        }
+        Ok(match got {
             None => EqGet::Empty,
             Some(ev) if q.dropped => {
                 q.dropped = false;
