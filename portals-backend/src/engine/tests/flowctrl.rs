@@ -103,27 +103,39 @@ fn disables_before_its_eq_overflows() {
     assert_eq!(net.e[1].stats().eq_overflows, 0);
 }
 
-#[test]
-fn eq_overflow_without_flowctrl_is_reported() {
-    let mut net = Net::new(2, MATCHING_PHYS);
-    let eq_t = net.eq(1, 2);
+/// Rank 1 with an EQ of `capacity` events on PT 0 (no flow control) and one put entry over
+/// `r`; rank 0 with an MD that puts 4 bytes there.
+fn eq_target(net: &mut Net, capacity: usize, r: &Region) -> (EqHandle, MdHandle) {
+    let eq_t = net.eq(1, capacity);
     net.pt(1, 0, PtOptions::empty(), Some(eq_t));
-    let r = Region::new(64);
     net.me(
         1,
         0,
-        me_spec(&r, 0, MeOptions::OP_PUT | MeOptions::EVENT_LINK_DISABLE),
+        me_spec(r, 0, MeOptions::OP_PUT | MeOptions::EVENT_LINK_DISABLE),
         ListKind::Priority,
         0,
     );
     let src = Region::new(4);
     let md = net.md(0, &src, MdOptions::empty(), None, None);
-    for i in 0..3u64 {
+    (eq_t, md)
+}
+
+/// Puts 4 bytes from `md` to rank 1 once per `hdr_data` value in `hdr`, then delivers them.
+fn puts(net: &mut Net, md: MdHandle, hdr: std::ops::Range<u64>) {
+    for h in hdr {
         let mut a = put_args(md, 4, AckReq::None, p(1), 0, 0);
-        a.hdr_data = i;
+        a.hdr_data = h;
         net.e[0].put(&a).unwrap();
     }
     net.run();
+}
+
+#[test]
+fn eq_overflow_without_flowctrl_is_reported() {
+    let mut net = Net::new(2, MATCHING_PHYS);
+    let r = Region::new(64);
+    let (eq_t, md) = eq_target(&mut net, 2, &r);
+    puts(&mut net, md, 0..3);
     let EqGet::Dropped(first) = net.e[1].eq_get(eq_t).unwrap() else {
         panic!("the loss must be reported")
     };
@@ -159,29 +171,11 @@ fn taken(net: &mut Net, eq: EqHandle) -> Vec<(u64, bool)> {
 #[test]
 fn eq_emptied_and_refilled_keeps_order_and_capacity() {
     let mut net = Net::new(2, MATCHING_PHYS);
-    let eq_t = net.eq(1, 4);
-    net.pt(1, 0, PtOptions::empty(), Some(eq_t));
     let r = Region::new(64);
-    net.me(
-        1,
-        0,
-        me_spec(&r, 0, MeOptions::OP_PUT | MeOptions::EVENT_LINK_DISABLE),
-        ListKind::Priority,
-        0,
-    );
-    let src = Region::new(4);
-    let md = net.md(0, &src, MdOptions::empty(), None, None);
-    let puts = |net: &mut Net, hdr: std::ops::Range<u64>| {
-        for h in hdr {
-            let mut a = put_args(md, 4, AckReq::None, p(1), 0, 0);
-            a.hdr_data = h;
-            net.e[0].put(&a).unwrap();
-        }
-        net.run();
-    };
+    let (eq_t, md) = eq_target(&mut net, 4, &r);
     for round in 0..10u64 {
         let base = round * 3;
-        puts(&mut net, base..base + 3);
+        puts(&mut net, md, base..base + 3);
         assert_eq!(
             taken(&mut net, eq_t),
             vec![(base, false), (base + 1, false), (base + 2, false)],
@@ -189,24 +183,24 @@ fn eq_emptied_and_refilled_keeps_order_and_capacity() {
         );
     }
     // Partly drained, then refilled past the wrap of the ring.
-    puts(&mut net, 100..103);
+    puts(&mut net, md, 100..103);
     let EqGet::Event(first) = net.e[1].eq_get(eq_t).unwrap() else {
         panic!("an event waits")
     };
     assert_eq!(first.hdr_data, 100);
-    puts(&mut net, 103..105);
+    puts(&mut net, md, 103..105);
     assert_eq!(
         taken(&mut net, eq_t),
         vec![(101, false), (102, false), (103, false), (104, false)]
     );
     // Five into four: the fifth is lost, and the first taken says so.
-    puts(&mut net, 200..205);
+    puts(&mut net, md, 200..205);
     assert_eq!(
         taken(&mut net, eq_t),
         vec![(200, true), (201, false), (202, false), (203, false)]
     );
     assert_eq!(net.e[1].stats().eq_overflows, 1);
-    puts(&mut net, 300..301);
+    puts(&mut net, md, 300..301);
     assert_eq!(taken(&mut net, eq_t), vec![(300, false)]);
 }
 
