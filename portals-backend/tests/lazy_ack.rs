@@ -153,6 +153,30 @@ fn carry(from: &mut Side, to: &mut Side, now: Instant) -> usize {
     n
 }
 
+/// `from` puts `bytes` (at `offset` of the lazy portal) to `to`, for whose put `acked` it
+/// holds the only lazy ACK: the ACK rides the put, one datagram carries both, and `to` takes
+/// the ACK in first.
+fn put_with_riding_ack(
+    from: &mut Side,
+    to: &mut Side,
+    offset: u64,
+    bytes: &[u8],
+    acked: u64,
+    now: Instant,
+) {
+    let rank = to.stack.local().pid - phys(0).pid;
+    put(from, rank, LAZY_PT, offset, bytes, 99, now);
+    assert_eq!(from.stack.lazy_held(), 0);
+    assert_eq!(carry(from, to, now), 1);
+    assert_eq!(
+        events(to),
+        vec![
+            (EventKind::Ack, NiFail::Ok, acked),
+            (EventKind::Put, NiFail::Ok, 0)
+        ]
+    );
+}
+
 /// Every event waiting on `s`'s queue, as (kind, ni_fail, user_ptr).
 fn events(s: &mut Side) -> Vec<(EventKind, NiFail, u64)> {
     let mut got = Vec::new();
@@ -176,16 +200,7 @@ fn a_lazy_ack_rides_the_next_message_to_its_initiator() {
     assert_eq!(carry(&mut b, &mut a, later), 0);
     assert!(events(&mut a).is_empty());
     // b's reply to a takes the ACK along: one datagram carries both.
-    put(&mut b, 0, LAZY_PT, 64, b"reply", 2, later);
-    assert_eq!(b.stack.lazy_held(), 0);
-    assert_eq!(carry(&mut b, &mut a, later), 1);
-    assert_eq!(
-        events(&mut a),
-        vec![
-            (EventKind::Ack, NiFail::Ok, 1),
-            (EventKind::Put, NiFail::Ok, 0)
-        ]
-    );
+    put_with_riding_ack(&mut b, &mut a, 64, b"reply", 1, later);
     assert_eq!(a.sink.to_vec(64, 5).unwrap(), b"reply");
 }
 
@@ -239,16 +254,7 @@ fn only_the_answered_peer_s_lazy_ack_follows_an_answer() {
     assert_eq!(carry(&mut b, &mut c, t0), 0);
     assert!(events(&mut c).is_empty());
     // A plain message to c takes c's ACK along.
-    put(&mut b, 2, LAZY_PT, 0, b"to c", 4, t0);
-    assert_eq!(b.stack.lazy_held(), 0);
-    assert_eq!(carry(&mut b, &mut c, t0), 1);
-    assert_eq!(
-        events(&mut c),
-        vec![
-            (EventKind::Ack, NiFail::Ok, 3),
-            (EventKind::Put, NiFail::Ok, 0)
-        ]
-    );
+    put_with_riding_ack(&mut b, &mut c, 0, b"to c", 3, t0);
 }
 
 #[test]
