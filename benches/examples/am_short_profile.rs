@@ -28,9 +28,10 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 fn main() -> Result<()> {
     let trips: u64 = match std::env::args().nth(1) {
         None => 20_000,
-        Some(a) => a
-            .parse()
-            .with_context(|| format!("ROUND_TRIPS must be a positive integer, not {a:?}"))?,
+        Some(a) => match a.parse::<u64>() {
+            Ok(n) if n > 0 => n,
+            _ => bail!("ROUND_TRIPS must be a positive integer, not {a:?}"),
+        },
     };
     let client = Client::init().context("joining the job (start it with rgasnetrun -n 2)")?;
     if client.size() != 2 {

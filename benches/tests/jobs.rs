@@ -297,6 +297,76 @@ fn testam_on_shared_memory_prints_its_target_and_the_queue_floor() {
     );
 }
 
+/// The `am_short_profile` example next to this build's binaries, built first if this test run
+/// did not build it.
+fn am_short_profile() -> PathBuf {
+    let release = rgasnetrun().parent().unwrap().ends_with("release");
+    let path = rgasnetrun()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join("am_short_profile");
+    if !path.exists() {
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args([
+            "build",
+            "-q",
+            "-p",
+            "rgasnet-bench",
+            "--example",
+            "am_short_profile",
+        ]);
+        if release {
+            cmd.arg("--release");
+        }
+        assert!(
+            cmd.status().unwrap().success(),
+            "building am_short_profile failed"
+        );
+    }
+    path
+}
+
+#[test]
+fn am_short_profile_runs_its_round_trips_and_refuses_a_bad_count() {
+    let exe = am_short_profile();
+    for pshm in [false, true] {
+        let (out, _) = job(2, exe.to_str().unwrap(), &["300"], pshm);
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("AM Short ping-pong: 300 round trips, median "))
+            .unwrap_or_else(|| panic!("no summary line (pshm {pshm}):\n{out}"));
+        let us: f64 = line
+            .trim_end_matches(" us")
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(us.is_finite() && us > 0.0, "{line}");
+    }
+    let out = run(&Job {
+        program: rgasnetrun(),
+        args: vec![
+            "-n".into(),
+            "2".into(),
+            "--".into(),
+            exe.to_str().unwrap().into(),
+            "many".into(),
+        ],
+        env: vec![],
+        timeout: Duration::from_secs(60),
+    })
+    .unwrap();
+    assert!(!out.success());
+    assert!(
+        out.stderr
+            .contains("ROUND_TRIPS must be a positive integer, not \"many\""),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn bad_arguments_are_reported_not_run() {
     let out = Command::new(env!("CARGO_BIN_EXE_testam"))
