@@ -260,6 +260,12 @@ impl Interface {
             };
             self.send_datagram(tx, tail, dest);
         }
+        // The pass ends by applying the acks it held back (see the transport's `settle`),
+        // which may confirm deliveries: their operations complete now, while this pass's
+        // datagrams are on their way, instead of in the round that receives the answer.
+        if stack.transport.has_events() {
+            stack.pump(now);
+        }
     }
 
     /// [`Ni::put_staged`].

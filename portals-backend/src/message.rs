@@ -18,12 +18,48 @@ use crate::memory::{OutOfBounds, Region, RegionSpan};
 pub struct OutMessage {
     head: Vec<u8>,
     body: Option<RegionSpan>,
+    /// Token the transport hands back once the receiver is known to have processed the
+    /// message and everything it answered before acknowledging it (see
+    /// [`crate::transport::TransportEvent::Confirmed`]).
+    confirm: Option<u64>,
+    /// The receiver must have this message delivered before it takes a later acknowledgement
+    /// from this side as a confirmation (see [`OutMessage::fenced`]).
+    fence: bool,
 }
 
 impl OutMessage {
     /// The message `head` followed by the bytes of `body`.
     pub fn new(head: Vec<u8>, body: Option<RegionSpan>) -> Self {
-        OutMessage { head, body }
+        OutMessage {
+            head,
+            body,
+            confirm: None,
+            fence: false,
+        }
+    }
+
+    /// The message, to be confirmed with `token` ([`OutMessage::confirm`]).
+    pub fn confirmed_as(mut self, token: u64) -> Self {
+        self.confirm = Some(token);
+        self
+    }
+
+    /// The token of a message whose delivery the sender wants confirmed.
+    pub fn confirm(&self) -> Option<u64> {
+        self.confirm
+    }
+
+    /// The message, fenced: the receiver confirms none of its own messages on an
+    /// acknowledgement written after this message was queued until this message has been
+    /// delivered to it. For an answer that overrides a confirmation, such as a refusal.
+    pub fn fenced(mut self) -> Self {
+        self.fence = true;
+        self
+    }
+
+    /// Whether the message is fenced ([`OutMessage::fenced`]).
+    pub fn is_fence(&self) -> bool {
+        self.fence
     }
 
     /// Total length in bytes.
@@ -104,7 +140,12 @@ impl OutMessage {
 
 impl From<Vec<u8>> for OutMessage {
     fn from(head: Vec<u8>) -> Self {
-        OutMessage { head, body: None }
+        OutMessage {
+            head,
+            body: None,
+            confirm: None,
+            fence: false,
+        }
     }
 }
 

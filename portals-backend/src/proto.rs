@@ -241,6 +241,7 @@ fn ack_code(a: AckReq) -> u8 {
         AckReq::Ack => 1,
         AckReq::CtAck => 2,
         AckReq::OcAck => 3,
+        AckReq::Confirmed => 4,
     }
 }
 
@@ -250,6 +251,7 @@ fn ack_from(code: u8) -> Result<AckReq, ProtoError> {
         1 => AckReq::Ack,
         2 => AckReq::CtAck,
         3 => AckReq::OcAck,
+        4 => AckReq::Confirmed,
         c => return Err(ProtoError::BadAckReq(c)),
     })
 }

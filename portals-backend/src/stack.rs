@@ -4,10 +4,20 @@
 //! transport's peer failure into failed operations. The UDP driver ([`crate::interface`]) and
 //! the simulated-network tests both drive a `Stack`.
 //!
+//! It hands the engine the transport's delivery confirmations, which complete the puts sent
+//! with [`crate::types::AckReq::Confirmed`] (an rgasnet extension; rgasnet's active messages
+//! use it): such a put costs its target no ACK message unless the target refuses, fails or
+//! truncates it. A confirmation may not overtake such an ACK, so whatever the engine answers
+//! a delivered message with is handed to the transport before the transport can write its next
+//! acknowledgement ([`Stack::handle_datagram`] pumps when the engine has anything to send), and
+//! the ACK is *fenced* ([`crate::message::OutMessage::fenced`]): the initiator confirms
+//! nothing on an acknowledgement written after it until the ACK itself has arrived.
+//!
 //! It also holds back lazy acknowledgements ([`crate::types::PtOptions::LAZY_ACK`], an rgasnet
 //! extension): a successful ACK of a put to such a portal waits, at most
 //! [`DEFAULT_LAZY_ACK_DELAY`], for another message to the same peer and then leaves in the same
-//! datagram. An active-message request's ACK thereby rides the reply, and the reply's ACK the
+//! datagram. Active messages used them before they moved to confirmed puts (the measurements
+//! below are from then): an AM request's ACK rode the reply, and the reply's ACK the
 //! requester's next request, instead of costing a datagram of their own.
 //!
 //! Riding is not free on a round trip's path, though: the ACK costs its sender the framing of
@@ -143,6 +153,9 @@ impl Stack {
                         self.engine.handle_message(from, &message)
                     }
                     TransportEvent::PeerFailed { peer } => self.peer_failed(peer),
+                    TransportEvent::Confirmed { peer, token } => {
+                        self.engine.handle_confirmed(peer, token)
+                    }
                 }
             }
             if !progressed {
@@ -285,7 +298,8 @@ impl Stack {
         self.lazy.len()
     }
 
-    /// Feeds one received datagram (call [`Stack::pump`] after a batch).
+    /// Feeds one received datagram (call [`Stack::pump`] after a batch; messages the engine
+    /// answered with are handed to the transport at once).
     ///
     /// Each message the datagram completes goes straight to the engine, borrowed from the
     /// datagram: a deposit is the only copy of its payload on the way in.
@@ -301,6 +315,13 @@ impl Stack {
             });
         let transport = &mut self.transport;
         self.engine.take_refusals(|peer| transport.hold(peer));
+        // What the engine answered (a refusal, say) goes to the transport before any ack of
+        // what it answers can be written: a peer's delivery confirmation counts on it
+        // (`TransportEvent::Confirmed`). A successful put sends nothing, so this costs the
+        // usual datagram one check.
+        if self.engine.has_outgoing() {
+            self.pump(now);
+        }
     }
 
     /// An operation that `peer` refused was sent again (or given up): releases the hold that

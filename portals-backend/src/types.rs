@@ -345,6 +345,14 @@ pub enum AckReq {
     CtAck,
     /// Operation completed: counts only, sent as soon as the target accepted the data.
     OcAck,
+    /// An rgasnet extension: the initiator gets the full ACK event of [`AckReq::Ack`], but the
+    /// target sends an acknowledgement only when it refuses the operation, fails it or
+    /// truncates it. A success is confirmed by the transport instead, once the target's
+    /// interface acknowledged the message and everything it answered before that (a refusal
+    /// among it) has arrived. That saves the target a message, and often a datagram, per
+    /// operation. A confirmed success reports `mlength` = `rlength` and the `remote_offset`
+    /// the initiator asked for (not where a locally managed entry put the data).
+    Confirmed,
 }
 
 /// Atomic operation (`ptl_op_t`).

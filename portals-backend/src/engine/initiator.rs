@@ -28,6 +28,8 @@ pub(crate) struct PendingOp {
     pub(crate) ack_req: AckReq,
     pub(crate) user_ptr: u64,
     pub(crate) match_bits: u64,
+    /// The offset the initiator asked for (what a confirmed success reports).
+    pub(crate) remote_offset: u64,
     pub(crate) pt_index: PtIndex,
     pub(crate) hdr_data: u64,
     pub(crate) atomic: Option<(AtomicOp, AtomicType)>,
@@ -341,10 +343,18 @@ impl Engine {
         }
         let (peer, my_rank) = self.resolve(call, ni, o.remote.target)?;
         let op_id = self.next_op_id;
+        // A message to this interface itself passes no transport to confirm it: it asks for
+        // a plain ACK, which arrives as its reply would.
+        let confirmed = o.ack_req == AckReq::Confirmed && peer != self.local;
+        let wire_ack = if o.ack_req == AckReq::Confirmed && !confirmed {
+            AckReq::Ack
+        } else {
+            o.ack_req
+        };
         let header = RequestHeader {
             op: o.kind,
             ni_kind: kind,
-            ack_req: o.ack_req,
+            ack_req: wire_ack,
             atomic: o.atomic,
             pt_index: o.remote.pt_index,
             uid: self.uid,
@@ -386,6 +396,11 @@ impl Engine {
             }
         }
         .map_err(|e| PtlError::arg(call, e.to_string()))?;
+        let bytes = if confirmed {
+            bytes.confirmed_as(op_id)
+        } else {
+            bytes
+        };
         self.next_op_id += 1;
         self.outgoing.push_back((peer, bytes));
 
@@ -419,6 +434,7 @@ impl Engine {
                     ack_req: o.ack_req,
                     user_ptr: o.user_ptr,
                     match_bits: o.remote.match_bits,
+                    remote_offset: o.remote.remote_offset,
                     pt_index: o.remote.pt_index,
                     hdr_data: o.hdr_data,
                     atomic: o.atomic,
@@ -480,6 +496,26 @@ impl Engine {
             self.stats.unexpected_responses += 1;
             self.complete(op, NiFail::Dropped, 0, 0, &[]);
         }
+    }
+
+    /// The transport confirmed the message of operation `op_id` to `peer`
+    /// ([`crate::transport::TransportEvent::Confirmed`]): an [`AckReq::Confirmed`] operation
+    /// that is still pending succeeded. One the target refused, failed or truncated was
+    /// completed by the target's ACK, which arrived before the confirmation.
+    pub fn handle_confirmed(&mut self, peer: PhysId, op_id: u64) {
+        let Some(op) = self.pending.get(&op_id) else {
+            return;
+        };
+        if op.peer != peer || op.ack_req != AckReq::Confirmed || op.kind.has_reply() {
+            self.stats.unexpected_responses += 1;
+            return;
+        }
+        let Some(op) = self.pending.remove(&op_id) else {
+            return;
+        };
+        self.stats.confirmed += 1;
+        let (length, offset) = (op.length, op.remote_offset);
+        self.complete(op, NiFail::Ok, length, offset, &[]);
     }
 
     /// Fails every operation waiting on `peer` with `NI_UNDELIVERABLE`, in issue order, and
@@ -545,7 +581,7 @@ impl Engine {
         ev.atomic_op = op.atomic.map(|a| a.0);
         ev.atomic_type = op.atomic.map(|a| a.1);
         let ok = fail == NiFail::Ok;
-        let full = reply || op.ack_req == AckReq::Ack;
+        let full = reply || matches!(op.ack_req, AckReq::Ack | AckReq::Confirmed);
         if let (Some(eq), true) = (eq, full) {
             if !ok || !opts.contains(MdOptions::EVENT_SUCCESS_DISABLE) {
                 self.post(eq, ev);

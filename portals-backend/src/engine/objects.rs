@@ -317,4 +317,7 @@ pub struct EngineStats {
     pub events_posted: u64,
     /// Operations failed because their peer was declared failed.
     pub undeliverable: u64,
+    /// [`crate::types::AckReq::Confirmed`] operations completed by the transport's
+    /// confirmation (no ACK message).
+    pub confirmed: u64,
 }

@@ -100,10 +100,18 @@ impl Engine {
         }
     }
 
-    /// Sends a data-less ack or reply (or nothing when none was asked for).
+    /// Sends a data-less ack or reply (or nothing when none was asked for). The ACK of an
+    /// [`AckReq::Confirmed`] put is fenced: the initiator takes no later transport
+    /// acknowledgement for the put's success before this ACK has reached it.
     fn respond(&mut self, to: PhysId, h: &RequestHeader, fail: NiFail, mlength: u64, offset: u64) {
         if let Some(bytes) = self.response_bytes(h, fail, mlength, offset) {
-            self.outgoing.push_back((to, bytes.into()));
+            let message = OutMessage::from(bytes);
+            let message = if h.ack_req == AckReq::Confirmed {
+                message.fenced()
+            } else {
+                message
+            };
+            self.outgoing.push_back((to, message));
         }
     }
 
@@ -442,7 +450,13 @@ impl Engine {
         }
         match response {
             Some(message) => self.outgoing.push_back((from, message)),
-            None if m.lazy_ack && h.ack_req != AckReq::None && !h.op.has_reply() => {
+            // The initiator learns of this success from its transport (see
+            // `AckReq::Confirmed`); only a truncation needs saying.
+            None if h.ack_req == AckReq::Confirmed && m.mlength == h.rlength => {}
+            None if m.lazy_ack
+                && !matches!(h.ack_req, AckReq::None | AckReq::Confirmed)
+                && !h.op.has_reply() =>
+            {
                 if let Some(bytes) = self.response_bytes(h, NiFail::Ok, m.mlength, m.offset) {
                     self.lazy_outgoing.push_back((from, bytes));
                 }

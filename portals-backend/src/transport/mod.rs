@@ -24,6 +24,14 @@
 //! each way, and a stream of large messages is acked every `ack_every` frames, which keeps
 //! the sender's window open without an ack per datagram.
 //!
+//! **Confirmations.** A message sent with a token ([`OutMessage::confirmed_as`]) is reported
+//! back ([`TransportEvent::Confirmed`]) once the peer acknowledged it and every *fenced*
+//! message ([`OutMessage::fenced`]) the peer had queued to this side before writing that
+//! acknowledgement has been delivered here: each ACK frame carries the count of its writer's
+//! messages up to the last fenced one. The Portals engine confirms its
+//! [`crate::types::AckReq::Confirmed`] puts this way and fences the ACK that refuses one, so a
+//! refusal is never overtaken by a confirmation, even when its datagram is lost.
+//!
 //! **Leaving.** An interface that stops runs a departure handshake first (BYE frames, see
 //! `depart`): [`Transport::leave`] and [`Transport::left`].
 
@@ -93,6 +101,18 @@ pub enum TransportEvent {
     PeerFailed {
         /// The peer.
         peer: PhysId,
+    },
+    /// A message sent with a confirmation token ([`OutMessage::confirmed_as`]) is confirmed:
+    /// the peer acknowledged it, and every fenced message ([`OutMessage::fenced`]) the peer
+    /// had queued to this interface when it wrote that acknowledgement has been delivered
+    /// here (so a refusal that the peer's layer above answered it with arrived first).
+    /// Reported once per message, in the order the messages were sent, and never for a
+    /// message to a peer that failed.
+    Confirmed {
+        /// The peer the message went to.
+        peer: PhysId,
+        /// The message's token.
+        token: u64,
     },
 }
 
@@ -176,6 +196,20 @@ struct Peer {
     unsettled: bool,
     /// The departure handshake with this peer (see `depart`).
     departure: depart::Departure,
+}
+
+impl Peer {
+    /// Reports the delivery confirmations that now hold (see [`TransportEvent::Confirmed`]):
+    /// call after applying an ack and after delivering messages from the peer.
+    #[inline]
+    fn emit_confirmed(&mut self, events: &mut VecDeque<TransportEvent>) {
+        if self.send.confirms_pending() {
+            let peer = self.id;
+            self.send.take_confirmed(self.recv.delivered, |token| {
+                events.push_back(TransportEvent::Confirmed { peer, token })
+            });
+        }
+    }
 }
 
 /// The sans-IO transport of one interface. See the module docs.
@@ -475,6 +509,7 @@ impl Transport {
             }
         }
         tally.record(&mut self.stats);
+        peer.emit_confirmed(&mut self.events);
         self.stats.peers_leaving += u64::from(newly_leaving);
         self.stats.reassembly_high_water = self.budget.high_water;
         // Ready only for an ack that is due now (or data): a pending ack that may wait rides
@@ -579,6 +614,7 @@ impl Transport {
                     let mut tally = settle::AckTally::new(&mut self.spare);
                     tally.apply_deferred(peer, d);
                     tally.record(&mut self.stats);
+                    peer.emit_confirmed(&mut self.events);
                 }
             }
             let has_data = peer.send.has_sendable(window);
@@ -599,7 +635,8 @@ impl Transport {
             );
             let with_ack = peer.recv.ack_pending;
             if with_ack {
-                peer.recv.write_ack(now, out);
+                let fence = peer.send.fence();
+                peer.recv.write_ack(now, out, fence);
             }
             let (frames, retransmits) =
                 peer.send
@@ -681,6 +718,11 @@ impl Transport {
     /// The next event for the layer above.
     pub fn poll_event(&mut self) -> Option<TransportEvent> {
         self.events.pop_front()
+    }
+
+    /// Whether [`Transport::poll_event`] has anything.
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
     }
 }
 

@@ -121,6 +121,9 @@ pub(crate) struct RecvState {
     /// every completed message at once cost a datagram per round trip.
     ack_now: bool,
     pub(crate) ack_deadline: Option<Instant>,
+    /// Messages delivered so far (messages end in order, so this is also the index of the
+    /// next one): what a delivery confirmation waits for (see the transport).
+    pub(crate) delivered: u64,
 }
 
 impl RecvState {
@@ -136,6 +139,7 @@ impl RecvState {
             unacked_frames: 0,
             ack_now: false,
             ack_deadline: None,
+            delivered: 0,
         }
     }
 
@@ -288,6 +292,7 @@ impl RecvState {
                 if payload.len() == total_len {
                     payload.release(budget);
                     self.cum += 1;
+                    self.delivered += 1;
                     deliver(payload.bytes());
                     return DataOutcome::Accepted;
                 }
@@ -328,6 +333,7 @@ impl RecvState {
                 if asm.buf.len() == asm.total {
                     if let Some(a) = self.assembly.take() {
                         budget.release(a.charge);
+                        self.delivered += 1;
                         deliver(&a.buf);
                         budget.keep(a.buf);
                     }
@@ -371,8 +377,9 @@ impl RecvState {
                 || self.ack_deadline.is_some_and(|d| d <= now))
     }
 
-    /// Appends the ack to `out` and clears the pending state.
-    pub(crate) fn write_ack(&mut self, now: Instant, out: &mut Vec<u8>) {
+    /// Appends the ack, with `fence` (see the wire format), to `out` and clears the pending
+    /// state.
+    pub(crate) fn write_ack(&mut self, now: Instant, out: &mut Vec<u8>, fence: u64) {
         let largest = self.largest.unwrap_or(0);
         let delay = now.saturating_duration_since(self.largest_at);
         let delay_us = u32::try_from(delay.as_micros()).unwrap_or(u32::MAX);
@@ -381,7 +388,7 @@ impl RecvState {
             .ranges
             .iter()
             .map(|(&start, &end)| SackRange { start, end });
-        wire::write_ack_from(out, self.cum, largest, delay_us, ranges);
+        wire::write_ack_from(out, self.cum, largest, delay_us, fence, ranges);
         self.ack_pending = false;
         self.unacked_frames = 0;
         self.ack_now = false;

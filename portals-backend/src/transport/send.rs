@@ -76,6 +76,13 @@ pub(crate) struct SendState {
     /// (index in `msgs`, start, length; relative to the message's in-place body when `in_body`)
     /// for the driver to send after the datagram buffer.
     tail: Option<TailRef>,
+    /// Acknowledged messages that asked for a delivery confirmation, in order: their token
+    /// and how many messages from the peer must have been delivered here before the
+    /// confirmation holds (the acknowledging frame's `fence`).
+    confirms: VecDeque<(u64, u64)>,
+    /// Messages queued up to and including the last fenced one (0: none), this side's
+    /// acks' `fence`.
+    fence: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -109,7 +116,32 @@ impl SendState {
             last_progress: now,
             queued_bytes: 0,
             tail: None,
+            confirms: VecDeque::new(),
+            fence: 0,
         }
+    }
+
+    /// The `fence` of this side's acks: messages queued to the peer up to and including the
+    /// last fenced one.
+    pub(crate) fn fence(&self) -> u64 {
+        self.fence
+    }
+
+    /// Hands `confirmed` the token of every acknowledged message whose confirmation holds
+    /// now that `delivered` messages from the peer were delivered here, oldest first.
+    pub(crate) fn take_confirmed(&mut self, delivered: u64, mut confirmed: impl FnMut(u64)) {
+        while let Some(&(token, needed)) = self.confirms.front() {
+            if needed > delivered {
+                break;
+            }
+            self.confirms.pop_front();
+            confirmed(token);
+        }
+    }
+
+    /// Whether an acknowledged message still waits for its confirmation.
+    pub(crate) fn confirms_pending(&self) -> bool {
+        !self.confirms.is_empty()
     }
 
     /// Whether anything is queued or unacknowledged.
@@ -133,6 +165,10 @@ impl SendState {
             self.last_progress = now;
         }
         self.queued_bytes += data.len();
+        if data.is_fence() {
+            // Message ids count from 0: this one's is the number queued before it.
+            self.fence = self.first_msg_id + self.msgs.len() as u64 + 1;
+        }
         self.msgs.push_back(OutMsg {
             data,
             cut: 0,
@@ -433,7 +469,7 @@ impl SendState {
                 self.snd_una += 1;
             }
             self.largest_acked_end = self.largest_acked_end.max(ack.cumulative);
-            self.release_messages(spare);
+            self.release_messages(spare, ack.fence);
         }
         outcome.fast_lost = self.detect_reorder_losses(now);
         if outcome.progress {
@@ -445,14 +481,19 @@ impl SendState {
     }
 
     /// Frees messages whose every fragment lies below `snd_una`; small buffers go to `spare`
-    /// for the next messages (see [`keep_spare`]).
-    fn release_messages(&mut self, spare: &mut Vec<Vec<u8>>) {
+    /// for the next messages (see [`keep_spare`]). A message that asked for a confirmation
+    /// waits for it until `peer_fence` messages from the peer (the releasing ack's `fence`)
+    /// have been delivered here.
+    fn release_messages(&mut self, spare: &mut Vec<Vec<u8>>, peer_fence: u64) {
         while let Some(front) = self.msgs.front() {
             if !(front.fully_cut && front.last_seq < self.snd_una) {
                 break;
             }
             self.queued_bytes -= front.data.len();
             if let Some(m) = self.msgs.pop_front() {
+                if let Some(token) = m.data.confirm() {
+                    self.confirms.push_back((token, peer_fence));
+                }
                 keep_spare(spare, m.data.into_parts().0);
             }
             self.first_msg_id += 1;

@@ -24,13 +24,14 @@ use super::{Peer, Transport, TransportStats};
 use crate::wire::AckView;
 
 /// An acknowledgement kept for later: only acks without selective ranges are deferred (those
-/// with ranges report loss or reordering, which is worth acting on at once), so three words
+/// with ranges report loss or reordering, which is worth acting on at once), so four words
 /// and the arrival time hold it.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct DeferredAck {
     cumulative: u64,
     largest: u64,
     ack_delay_us: u32,
+    fence: u64,
     at: Instant,
 }
 
@@ -41,6 +42,7 @@ impl DeferredAck {
             cumulative: ack.cumulative,
             largest: ack.largest,
             ack_delay_us: ack.ack_delay_us,
+            fence: ack.fence,
             at,
         })
     }
@@ -74,7 +76,7 @@ impl<'a> AckTally<'a> {
 
     /// Applies a deferred ack.
     pub(super) fn apply_deferred(&mut self, peer: &mut Peer, d: DeferredAck) {
-        let ack = AckView::new(d.cumulative, d.largest, d.ack_delay_us);
+        let ack = AckView::new(d.cumulative, d.largest, d.ack_delay_us, d.fence);
         self.apply(peer, &ack, d.at);
     }
 
@@ -129,6 +131,7 @@ impl Transport {
                 let mut tally = AckTally::new(&mut self.spare);
                 tally.apply_deferred(peer, d);
                 tally.record(&mut self.stats);
+                peer.emit_confirmed(&mut self.events);
                 if !peer.in_ready && !peer.failed && peer.send.has_sendable(window) {
                     peer.in_ready = true;
                     self.ready.push_back(slot);

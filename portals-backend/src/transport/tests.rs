@@ -42,6 +42,8 @@ struct Node {
     t: Transport,
     got: Vec<(PhysId, Vec<u8>)>,
     failed: Vec<PhysId>,
+    /// Delivery confirmations, as (peer, token).
+    confirmed: Vec<(PhysId, u64)>,
     mode: Mode,
 }
 
@@ -51,6 +53,7 @@ impl Node {
             t: Transport::new(cfg.clone(), id(pid), u64::from(pid) * 1000 + 1, t0).unwrap(),
             got: Vec::new(),
             failed: Vec::new(),
+            confirmed: Vec::new(),
             mode: Mode::Collect,
         }
     }
@@ -80,6 +83,7 @@ impl SimNode for Node {
                     self.got.push((from, message));
                 }
                 TransportEvent::PeerFailed { peer } => self.failed.push(peer),
+                TransportEvent::Confirmed { peer, token } => self.confirmed.push((peer, token)),
             }
         }
     }

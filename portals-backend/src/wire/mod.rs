@@ -11,8 +11,8 @@
 //!   21..29  dst incarnation  u64   the receiver's incarnation as the sender knows it, 0 = unknown
 //! frames, until the end of the datagram; each starts with a type byte
 //!   0x01 DATA  seq u64, total u32, offset u32, len u32, payload[len]     (21 + len bytes)
-//!   0x02 ACK   cumulative u64, largest u64, ack_delay_us u32, nranges u8,
-//!              nranges × (start u64, end u64)                          (22 + 16·n bytes)
+//!   0x02 ACK   cumulative u64, largest u64, ack_delay_us u32, fence u64, nranges u8,
+//!              nranges × (start u64, end u64)                          (30 + 16·n bytes)
 //!   0x03 BYE   kind u8: 0 = the sender is leaving, 1 = the sender has nothing
 //!              unacknowledged to the receiver, which may leave          (2 bytes)
 //! ```
@@ -23,6 +23,10 @@
 //! below `cumulative` arrived", lists further received ranges `[start, end)` (selective acks), and
 //! names the `largest` sequence number received with how long the receiver held it before
 //! acknowledging, which lets the sender measure the round-trip time without timestamps on DATA.
+//! `fence` counts the writer's messages to the reader up to the last one it *fenced* before
+//! writing the frame (0: none): a reader that has had that many messages delivered from the
+//! writer has heard every fenced message (a refusal, say) the writer queued before
+//! acknowledging (see the transport's delivery confirmations).
 //! BYE frames are the departure handshake of an interface that stops (see the transport).
 //!
 //! Decoding validates the whole datagram before anything is acted upon and never panics: every
@@ -31,13 +35,13 @@
 /// First four bytes of every datagram.
 pub const MAGIC: [u8; 4] = *b"RGN4";
 /// The protocol version this codec speaks.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Length of the datagram header.
 pub const HEADER_LEN: usize = 29;
 /// Length of a DATA frame without its payload.
 pub const DATA_FRAME_OVERHEAD: usize = 21;
 /// Length of an ACK frame without ranges.
-pub const ACK_FRAME_BASE: usize = 22;
+pub const ACK_FRAME_BASE: usize = 30;
 /// Length of one selective-ack range on the wire.
 pub const ACK_RANGE_LEN: usize = 16;
 /// Most selective-ack ranges one ACK frame may carry.
@@ -158,20 +162,29 @@ pub struct AckFrame {
     pub largest: u64,
     /// Microseconds between receiving `largest` and sending this ack.
     pub ack_delay_us: u32,
+    /// The writer's messages to the reader up to its last fenced one when it wrote the ack.
+    pub fence: u64,
     ranges: [SackRange; MAX_SACK_RANGES],
     nranges: u8,
 }
 
 impl AckFrame {
-    /// An ack without selective ranges.
+    /// An ack without selective ranges (and `fence` 0: see [`AckFrame::with_fence`]).
     pub fn new(cumulative: u64, largest: u64, ack_delay_us: u32) -> Self {
         AckFrame {
             cumulative,
             largest,
             ack_delay_us,
+            fence: 0,
             ranges: [SackRange::default(); MAX_SACK_RANGES],
             nranges: 0,
         }
+    }
+
+    /// The ack with its `fence` set.
+    pub fn with_fence(mut self, fence: u64) -> Self {
+        self.fence = fence;
+        self
     }
 
     /// Adds a selective range; returns `false` (and adds nothing) when the frame is full.
@@ -209,17 +222,20 @@ pub struct AckView<'a> {
     pub largest: u64,
     /// Microseconds between receiving `largest` and sending this ack.
     pub ack_delay_us: u32,
+    /// The writer's messages to the reader up to its last fenced one when it wrote the ack.
+    pub fence: u64,
     /// The encoded ranges, `ACK_RANGE_LEN` bytes each, validated by the decoder.
     ranges: &'a [u8],
 }
 
 impl<'a> AckView<'a> {
     /// An ack without selective ranges.
-    pub fn new(cumulative: u64, largest: u64, ack_delay_us: u32) -> Self {
+    pub fn new(cumulative: u64, largest: u64, ack_delay_us: u32, fence: u64) -> Self {
         AckView {
             cumulative,
             largest,
             ack_delay_us,
+            fence,
             ranges: &[],
         }
     }
@@ -246,7 +262,8 @@ impl<'a> AckView<'a> {
 
     /// The owned form.
     pub fn to_frame(&self) -> AckFrame {
-        let mut ack = AckFrame::new(self.cumulative, self.largest, self.ack_delay_us);
+        let mut ack =
+            AckFrame::new(self.cumulative, self.largest, self.ack_delay_us).with_fence(self.fence);
         for r in self.ranges() {
             ack.push_range(r);
         }
@@ -431,7 +448,7 @@ impl<'a> Frames<'a> {
         match kind {
             FRAME_DATA => self.decode_data().map(|_| ()),
             FRAME_ACK => {
-                let (cumulative, _, _, n) = self.ack_header()?;
+                let (cumulative, _, _, _, n) = self.ack_header()?;
                 self.ack_ranges(cumulative, n, |_| {})
             }
             FRAME_BYE => self.decode_bye().map(|_| ()),
@@ -446,28 +463,31 @@ impl<'a> Frames<'a> {
 
     #[inline]
     fn decode_ack(&mut self) -> Result<AckView<'a>, WireError> {
-        let (cumulative, largest, ack_delay_us, n) = self.ack_header()?;
+        let (cumulative, largest, ack_delay_us, fence, n) = self.ack_header()?;
         let (buf, first) = (self.r.buf, self.r.pos);
         self.ack_ranges(cumulative, n, |_| {})?;
         Ok(AckView {
             cumulative,
             largest,
             ack_delay_us,
+            fence,
             ranges: buf.get(first..self.r.pos).unwrap_or_default(),
         })
     }
 
-    /// An ACK frame's fixed fields: cumulative ack, largest, delay and range count.
+    /// An ACK frame's fixed fields: cumulative ack, largest, delay, fence and range
+    /// count.
     #[inline]
-    fn ack_header(&mut self) -> Result<(u64, u64, u32, u8), WireError> {
+    fn ack_header(&mut self) -> Result<(u64, u64, u32, u64, u8), WireError> {
         let cumulative = self.r.u64("ack cumulative").map_err(|e| self.rebase(e))?;
         let largest = self.r.u64("ack largest").map_err(|e| self.rebase(e))?;
         let delay = self.r.u32("ack delay").map_err(|e| self.rebase(e))?;
+        let fence = self.r.u64("ack fence").map_err(|e| self.rebase(e))?;
         let n = self.r.u8("ack range count").map_err(|e| self.rebase(e))?;
         if usize::from(n) > MAX_SACK_RANGES {
             return Err(WireError::TooManyRanges(n));
         }
-        Ok((cumulative, largest, delay, n))
+        Ok((cumulative, largest, delay, fence, n))
     }
 
     /// Reads `n` ranges, handing each to `push`. Ranges must be non-empty, strictly above the
@@ -624,6 +644,7 @@ pub fn write_ack(out: &mut Vec<u8>, ack: &AckFrame) {
         ack.cumulative,
         ack.largest,
         ack.ack_delay_us,
+        ack.fence,
         ack.ranges().iter().copied(),
     );
 }
@@ -635,12 +656,14 @@ pub fn write_ack_from(
     cumulative: u64,
     largest: u64,
     ack_delay_us: u32,
+    fence: u64,
     ranges: impl IntoIterator<Item = SackRange>,
 ) {
     out.push(FRAME_ACK);
     out.extend_from_slice(&cumulative.to_le_bytes());
     out.extend_from_slice(&largest.to_le_bytes());
     out.extend_from_slice(&ack_delay_us.to_le_bytes());
+    out.extend_from_slice(&fence.to_le_bytes());
     let count_at = out.len();
     out.push(0);
     let mut n: u8 = 0;

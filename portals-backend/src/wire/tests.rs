@@ -14,7 +14,7 @@ fn header() -> Header {
 fn sample() -> Vec<u8> {
     let mut out = Vec::new();
     write_header(&mut out, &header());
-    let mut ack = AckFrame::new(3, 7, 100);
+    let mut ack = AckFrame::new(3, 7, 100).with_fence(6);
     assert!(ack.push_range(SackRange { start: 5, end: 8 }));
     write_ack(&mut out, &ack);
     write_data(&mut out, 2, 10, 4, b"hello");
@@ -30,15 +30,16 @@ fn golden_vector_is_pinned() {
     let expected = concat!(
         // magic, version, job key, src incarnation, dst incarnation
         "52474e34",
-        "01",
+        "02",
         "0807060504030201",
         "8877665544332211",
         "0900000000000000",
-        // ACK: type, cumulative 3, largest 7, delay 100 us, 1 range [5, 8)
+        // ACK: type, cumulative 3, largest 7, delay 100 us, fence 6, 1 range [5, 8)
         "02",
         "0300000000000000",
         "0700000000000000",
         "64000000",
+        "0600000000000000",
         "01",
         "0500000000000000",
         "0800000000000000",
@@ -62,7 +63,10 @@ fn sample_round_trips() {
     assert_eq!(frames.len(), 2);
     match frames[0] {
         Frame::Ack(a) => {
-            assert_eq!((a.cumulative, a.largest, a.ack_delay_us), (3, 7, 100));
+            assert_eq!(
+                (a.cumulative, a.largest, a.ack_delay_us, a.fence),
+                (3, 7, 100, 6)
+            );
             assert_eq!(a.to_frame().ranges(), &[SackRange { start: 5, end: 8 }]);
         }
         other => panic!("expected ack, got {other:?}"),
@@ -193,6 +197,7 @@ fn bad_ack_ranges_are_rejected() {
         out.extend_from_slice(&cum.to_le_bytes());
         out.extend_from_slice(&0u64.to_le_bytes());
         out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&0u64.to_le_bytes());
         out.push(count);
         for (s, e) in ranges {
             out.extend_from_slice(&s.to_le_bytes());
