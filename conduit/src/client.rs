@@ -283,9 +283,9 @@ impl Client {
         // one for the acknowledgements of what this rank sends.
         let am_eq = am_ni.eq_alloc(cfg.am_event_queue_length)?;
         let send_eq = am_ni.eq_alloc(cfg.am_event_queue_length)?;
-        // An AM sender waits for no ACK (it only frees the send buffer), so the target's ACK
-        // may wait for the next message to that sender: a reply's ACK rides the next request.
-        let am_pt_options = PtOptions::FLOWCTRL | PtOptions::LAZY_ACK;
+        // AMs are sent with `AckReq::Confirmed`: the target acknowledges only a refusal, and
+        // the sender's transport confirms a success.
+        let am_pt_options = PtOptions::FLOWCTRL;
         am_ni.pt_alloc(am_pt_options, Some(am_eq), AM_PT)?;
         am_ni.pt_alloc(am_pt_options, Some(am_eq), LONG_DATA_PT)?;
 

@@ -414,7 +414,7 @@ impl Inner {
                 md,
                 local_offset: at,
                 length: piece.len() as u64,
-                ack_req: AckReq::Ack,
+                ack_req: AckReq::Confirmed,
                 remote: RemoteAddr {
                     target: ProcessId::Rank(dest),
                     pt_index: LONG_DATA_PT,
@@ -496,7 +496,10 @@ impl Inner {
             md,
             local_offset,
             length: body_len as u64,
-            ack_req: AckReq::Ack,
+            // The target answers only a refusal (the flow control's resend needs it); a
+            // success is confirmed by the transport, which spares the target an ACK message
+            // and usually a datagram per AM.
+            ack_req: AckReq::Confirmed,
             remote,
             user_ptr,
             hdr_data,
