@@ -24,6 +24,11 @@
 //! each way, and a stream of large messages is acked every `ack_every` frames, which keeps
 //! the sender's window open without an ack per datagram.
 //!
+//! **Narrow windows.** With frames in flight, small new messages wait while less than a
+//! quarter of the window is free and more of them are queued than it has room for; they then
+//! leave several to a datagram (see `SendState::window_too_narrow`). A sender that outruns its
+//! receiver would otherwise settle into one small message per datagram.
+//!
 //! **Confirmations.** A message sent with a token ([`OutMessage::confirmed_as`]) is reported
 //! back ([`TransportEvent::Confirmed`]) once the peer acknowledged it and every *fenced*
 //! message ([`OutMessage::fenced`]) the peer had queued to this side before writing that
@@ -726,5 +731,7 @@ impl Transport {
     }
 }
 
+#[cfg(test)]
+mod narrow_window_tests;
 #[cfg(test)]
 mod tests;

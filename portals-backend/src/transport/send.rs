@@ -93,6 +93,13 @@ struct TailRef {
     in_body: bool,
 }
 
+/// New frames of small messages wait while less than 1/`NARROW_WINDOW` of the window is free
+/// and more are queued (see [`SendState::window_too_narrow`]).
+pub(crate) const NARROW_WINDOW: usize = 4;
+
+/// Messages below this size wait for a wider window (see [`SendState::window_too_narrow`]).
+pub(crate) const NARROW_WINDOW_SMALL: usize = 4096;
+
 /// Smallest fragment worth a gathering send: below it, copying into the datagram is cheaper
 /// than a second I/O vector, and packing several small frames into one datagram matters more.
 pub(crate) const GATHER_MIN: usize = 4096;
@@ -205,9 +212,36 @@ impl SendState {
             && self.cut_index() >= self.msgs.len()
     }
 
-    /// Whether a DATA frame could be sent now.
+    /// Whether a DATA frame could be sent now: a retransmission, or a new frame that the window
+    /// has room for and that need not wait for it to open further
+    /// ([`SendState::window_too_narrow`]).
     pub(crate) fn has_sendable(&self, window: usize) -> bool {
-        !self.retx.is_empty() || self.has_new(window)
+        !self.retx.is_empty() || (self.has_new(window) && !self.window_too_narrow(window))
+    }
+
+    /// Silly-window avoidance: new frames wait while frames are in flight, less than
+    /// 1/[`NARROW_WINDOW`] of the window is free, more messages are queued than it has room
+    /// for, and the next is small. The acks on their way (every frame in flight is
+    /// acknowledged, or retransmitted and then acknowledged) open the window further, and the
+    /// waiting messages then leave together, several to a datagram.
+    ///
+    /// Without it a sender that outruns its receiver falls into one small message per
+    /// datagram: each ack frees one slot, which one frame fills at once, and the receiver,
+    /// paying a receive system call per message, stays the bottleneck. Measured on an AM flood
+    /// with replies (`testam`'s flood ReqRep), which fell into that state in some runs and
+    /// not others. A message of [`NARROW_WINDOW_SMALL`] bytes or more fills much of a
+    /// datagram by itself and never waits; nor does anything while nothing is in flight (a
+    /// round trip's request).
+    fn window_too_narrow(&self, window: usize) -> bool {
+        let free = window.saturating_sub(self.inflight.len());
+        let next = self.cut_index();
+        let waiting = self.msgs.len().saturating_sub(next);
+        if self.inflight.is_empty() || free * NARROW_WINDOW >= window || waiting <= free {
+            return false;
+        }
+        self.msgs
+            .get(next)
+            .is_some_and(|m| m.data.len() - m.cut < NARROW_WINDOW_SMALL)
     }
 
     /// Appends DATA frames to `out` while they fit in `max_len` bytes: retransmissions first,
