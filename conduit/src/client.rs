@@ -60,12 +60,9 @@ pub(crate) struct Attached {
     pub(crate) recv: Mutex<RecvState>,
     /// The non-matching NI's list entry over the segment (held for the client's lifetime).
     pub(crate) _rma_le: MeHandle,
-    /// The small send slots (the regions never change, so they live outside the lock).
-    pub(crate) send_small: Region,
-    /// The large send slots.
-    pub(crate) send_large: Region,
-    pub(crate) send_small_md: MdHandle,
-    pub(crate) send_large_md: MdHandle,
+    /// Each class of send slots, smallest first, and its MD (the regions never change, so
+    /// they live outside the lock).
+    pub(crate) send_slots: [(Region, MdHandle); crate::send::SLOT_CLASS_COUNT],
     pub(crate) send_eq: EqHandle,
     /// The shared-memory path, when the supernode has other members.
     pub(crate) shm: Option<crate::shm::Shm>,
@@ -357,9 +354,14 @@ impl Client {
                 ct: None,
             })
         };
-        let (send_small, send_large) = (SendState::small_slots(), SendState::large_slots());
-        let send_small_md = bind(&send_small)?;
-        let send_large_md = bind(&send_large)?;
+        let mut send_slots = Vec::with_capacity(crate::send::SLOT_CLASS_COUNT);
+        for region in SendState::slot_regions() {
+            let md = bind(&region)?;
+            send_slots.push((region, md));
+        }
+        let send_slots = send_slots
+            .try_into()
+            .map_err(|_| AttachError::Internal("a send slot class without its MD"))?;
 
         let sizes = inner.boot.allgather(&seg_len.to_le_bytes())?;
         let mut segment_sizes = Vec::with_capacity(sizes.len());
@@ -378,10 +380,7 @@ impl Client {
             send: Mutex::new(send),
             recv: Mutex::new(recv),
             _rma_le: rma_le,
-            send_small,
-            send_large,
-            send_small_md,
-            send_large_md,
+            send_slots,
             send_eq,
             shm,
             // No event counted yet, none to take.
