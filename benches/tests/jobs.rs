@@ -13,32 +13,34 @@ use rgasnet_bench::compare::runner::{run, Job};
 use rgasnet_bench::parse::parse_output;
 use rgasnet_bench::record::{Kind, Record};
 
-/// `rgasnetrun` next to this build's binaries, built first if this test run did not.
-fn rgasnetrun() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_BIN_EXE_testam"))
+/// This build's binaries' directory.
+fn bin_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_testam"))
         .parent()
         .unwrap()
-        .to_path_buf();
-    let path = dir.join("rgasnetrun");
+        .to_path_buf()
+}
+
+/// `path`, built first with `cargo build -q <what>` (in this build's profile) if this test
+/// run did not build it.
+fn built(path: PathBuf, what: &[&str]) -> PathBuf {
     if !path.exists() {
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.args([
-            "build",
-            "-q",
-            "-p",
-            "rgasnet-launcher",
-            "--bin",
-            "rgasnetrun",
-        ]);
-        if dir.ends_with("release") {
+        cmd.args(["build", "-q"]).args(what);
+        if bin_dir().ends_with("release") {
             cmd.arg("--release");
         }
-        assert!(
-            cmd.status().unwrap().success(),
-            "building rgasnetrun failed"
-        );
+        assert!(cmd.status().unwrap().success(), "building {what:?} failed");
     }
     path
+}
+
+/// `rgasnetrun` next to this build's binaries.
+fn rgasnetrun() -> PathBuf {
+    built(
+        bin_dir().join("rgasnetrun"),
+        &["-p", "rgasnet-launcher", "--bin", "rgasnetrun"],
+    )
 }
 
 fn job(ranks: u32, exe: &str, args: &[&str], pshm: bool) -> (String, String) {
@@ -297,34 +299,12 @@ fn testam_on_shared_memory_prints_its_target_and_the_queue_floor() {
     );
 }
 
-/// The `am_short_profile` example next to this build's binaries, built first if this test run
-/// did not build it.
+/// The `am_short_profile` example of this build.
 fn am_short_profile() -> PathBuf {
-    let release = rgasnetrun().parent().unwrap().ends_with("release");
-    let path = rgasnetrun()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join("am_short_profile");
-    if !path.exists() {
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.args([
-            "build",
-            "-q",
-            "-p",
-            "rgasnet-bench",
-            "--example",
-            "am_short_profile",
-        ]);
-        if release {
-            cmd.arg("--release");
-        }
-        assert!(
-            cmd.status().unwrap().success(),
-            "building am_short_profile failed"
-        );
-    }
-    path
+    built(
+        bin_dir().join("examples").join("am_short_profile"),
+        &["-p", "rgasnet-bench", "--example", "am_short_profile"],
+    )
 }
 
 #[test]

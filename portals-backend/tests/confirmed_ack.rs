@@ -5,116 +5,40 @@
 //! later datagram acknowledges the put; a put to the interface itself gets a plain ACK.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed call is a failed test
 
+mod back_to_back;
+
 use std::time::{Duration, Instant};
 
-use rgasnet_portals::engine::{
-    CtHandle, Engine, EqGet, EqHandle, MdHandle, MdSpec, MeSpec, PutArgs, RemoteAddr,
-};
-use rgasnet_portals::stack::Stack;
-use rgasnet_portals::transport::{Transport, TransportConfig};
-use rgasnet_portals::types::{
-    AckReq, Addressing, EventKind, ListKind, Matching, MdOptions, MeOptions, NiFail, NiKind,
-    PhysId, ProcessId, PtOptions, RANK_ANY,
-};
-use rgasnet_portals::Region;
+use back_to_back::{Portal, PutTo, Side};
+use rgasnet_portals::engine::EqGet;
+use rgasnet_portals::types::{AckReq, EventKind, NiFail, PhysId, PtOptions};
 
-const KIND: NiKind = NiKind {
-    matching: Matching::Matching,
-    addressing: Addressing::Logical,
-};
-/// A flow-controlled portal with a list entry over `sink`.
+/// A flow-controlled portal with a list entry over the sink.
 const OPEN_PT: u32 = 0;
 /// A flow-controlled portal with no list entry: every put to it is refused (`PT_DISABLED`).
 const EMPTY_PT: u32 = 1;
-const UID: u32 = 7;
 
-struct Side {
-    stack: Stack,
-    eq: EqHandle,
-    md: MdHandle,
-    src: Region,
-    sink: Region,
-}
-
-fn phys(i: u32) -> PhysId {
-    PhysId {
-        nid: 0x7f00_0001,
-        pid: 6000 + i,
-    }
-}
-
+/// Rank `i` of two, with both portals.
 fn side(i: u32, now: Instant) -> Side {
-    let map = [phys(0), phys(1)];
-    let cfg = TransportConfig {
-        job_key: 0x5eed,
-        ..Default::default()
+    let portal = |index, with_entry| Portal {
+        index,
+        options: PtOptions::FLOWCTRL,
+        with_entry,
     };
-    let transport = Transport::new(cfg, map[i as usize], 0x200 + u64::from(i), now).unwrap();
-    let mut e = Engine::new(map[i as usize], UID, 20 + i);
-    let (ni, _) = e.ni_init(KIND, None).unwrap();
-    e.set_map(ni, &map).unwrap();
-    let eq = e.eq_alloc(ni, 256).unwrap();
-    for pt in [OPEN_PT, EMPTY_PT] {
-        e.pt_alloc(ni, PtOptions::FLOWCTRL, Some(eq), pt).unwrap();
-    }
-    let sink = Region::new(4096);
-    let spec = MeSpec {
-        region: sink.clone(),
-        offset: 0,
-        length: sink.len() as u64,
-        ct: None,
-        uid: UID,
-        options: MeOptions::OP_PUT | MeOptions::EVENT_LINK_DISABLE,
-        match_id: ProcessId::Rank(RANK_ANY),
-        match_bits: 0,
-        ignore_bits: 0,
-        min_free: 0,
-    };
-    e.me_append(ni, OPEN_PT, spec, ListKind::Priority, 0)
-        .unwrap();
-    let src = Region::new(4096);
-    let md = e
-        .md_bind(
-            ni,
-            MdSpec {
-                region: src.clone(),
-                offset: 0,
-                length: 4096,
-                options: MdOptions::EVENT_SEND_DISABLE,
-                eq: Some(eq),
-                ct: None::<CtHandle>,
-            },
-        )
-        .unwrap();
-    Side {
-        stack: Stack::new(e, transport),
-        eq,
-        md,
-        src,
-        sink,
-    }
+    back_to_back::side(i, 2, now, &[portal(OPEN_PT, true), portal(EMPTY_PT, false)])
 }
 
-/// `s` puts `bytes` to `offset` of portal `pt` at rank `to`, asking for `ack`, and pumps.
-fn put(s: &mut Side, to: u32, pt: u32, offset: u64, bytes: &[u8], ack: AckReq, now: Instant) {
-    s.src.write(0, bytes).unwrap();
-    s.stack
-        .engine
-        .put(&PutArgs {
-            md: s.md,
-            local_offset: 0,
-            length: bytes.len() as u64,
-            ack_req: ack,
-            remote: RemoteAddr {
-                target: ProcessId::Rank(to),
-                pt_index: pt,
-                match_bits: 0,
-                remote_offset: offset,
-            },
-            user_ptr: 0xc0 + u64::from(to),
-            hdr_data: 0,
-        })
-        .unwrap();
+/// `s` puts `bytes` to `offset` of portal `pt` at rank `rank`, asking for `ack`, and pumps.
+fn put(s: &mut Side, rank: u32, pt: u32, offset: u64, bytes: &[u8], ack: AckReq, now: Instant) {
+    let to = PutTo {
+        rank,
+        pt,
+        match_bits: 0,
+        offset,
+        ack,
+        user_ptr: 0xc0 + u64::from(rank),
+    };
+    back_to_back::engine_put(s, to, bytes);
     s.stack.pump(now);
 }
 

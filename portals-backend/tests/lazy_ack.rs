@@ -4,98 +4,34 @@
 //! own once the lazy delay has passed; a refusal is never held back.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed call is a failed test
 
+mod back_to_back;
+
 use std::time::{Duration, Instant};
 
-use rgasnet_portals::engine::{
-    CtHandle, Engine, EqGet, EqHandle, MdHandle, MdSpec, MeSpec, NiHandle, PutArgs, RemoteAddr,
-};
-use rgasnet_portals::stack::{Stack, DEFAULT_LAZY_ACK_DELAY, LAZY_RIDE_MIN};
-use rgasnet_portals::transport::{Transport, TransportConfig};
-use rgasnet_portals::types::{
-    AckReq, Addressing, EventKind, ListKind, Matching, MdOptions, MeOptions, NiFail, NiKind,
-    PhysId, ProcessId, PtOptions,
-};
-use rgasnet_portals::Region;
+use back_to_back::{phys, Portal, PutTo, Side};
+use rgasnet_portals::engine::EqGet;
+use rgasnet_portals::stack::{DEFAULT_LAZY_ACK_DELAY, LAZY_RIDE_MIN};
+use rgasnet_portals::types::{AckReq, EventKind, NiFail, PtOptions};
 
-const KIND: NiKind = NiKind {
-    matching: Matching::Matching,
-    addressing: Addressing::Logical,
-};
 const LAZY_PT: u32 = 0;
 const EAGER_PT: u32 = 1;
-const UID: u32 = 7;
 
-struct Side {
-    stack: Stack,
-    eq: EqHandle,
-    md: MdHandle,
-    src: Region,
-    sink: Region,
-}
-
-fn phys(i: u32) -> PhysId {
-    PhysId {
-        nid: 0x7f00_0001,
-        pid: 5000 + i,
-    }
-}
-
+/// Rank `i` of three, with a lazy and an ordinary portal, each with an entry over the sink.
 fn side(i: u32, now: Instant) -> Side {
-    let map = [phys(0), phys(1), phys(2)];
-    let cfg = TransportConfig {
-        job_key: 0x1a2b,
-        ..Default::default()
+    let portal = |index, options| Portal {
+        index,
+        options,
+        with_entry: true,
     };
-    let transport = Transport::new(cfg, map[i as usize], 0x100 + u64::from(i), now).unwrap();
-    let mut e = Engine::new(map[i as usize], UID, 10 + i);
-    let (ni, _) = e.ni_init(KIND, None).unwrap();
-    e.set_map(ni, &map).unwrap();
-    let eq = e.eq_alloc(ni, 256).unwrap();
-    e.pt_alloc(ni, PtOptions::LAZY_ACK, Some(eq), LAZY_PT)
-        .unwrap();
-    e.pt_alloc(ni, PtOptions::empty(), Some(eq), EAGER_PT)
-        .unwrap();
-    let sink = Region::new(4096);
-    for pt in [LAZY_PT, EAGER_PT] {
-        append(&mut e, ni, pt, &sink);
-    }
-    let src = Region::new(4096);
-    let md = e
-        .md_bind(
-            ni,
-            MdSpec {
-                region: src.clone(),
-                offset: 0,
-                length: 4096,
-                options: MdOptions::EVENT_SEND_DISABLE,
-                eq: Some(eq),
-                ct: None::<CtHandle>,
-            },
-        )
-        .unwrap();
-    Side {
-        stack: Stack::new(e, transport),
-        eq,
-        md,
-        src,
-        sink,
-    }
-}
-
-fn append(e: &mut Engine, ni: NiHandle, pt: u32, sink: &Region) {
-    let spec = MeSpec {
-        region: sink.clone(),
-        offset: 0,
-        length: sink.len() as u64,
-        ct: None,
-        uid: UID,
-        options: MeOptions::OP_PUT | MeOptions::EVENT_LINK_DISABLE,
-        match_id: ProcessId::Rank(rgasnet_portals::types::RANK_ANY),
-        match_bits: 0,
-        ignore_bits: 0,
-        min_free: 0,
-    };
-    e.me_append(ni, pt, spec, ListKind::Priority, 0).unwrap();
+    back_to_back::side(
+        i,
+        3,
+        now,
+        &[
+            portal(LAZY_PT, PtOptions::LAZY_ACK),
+            portal(EAGER_PT, PtOptions::empty()),
+        ],
+    )
 }
 
 fn put(s: &mut Side, to: u32, pt: u32, offset: u64, bytes: &[u8], user_ptr: u64, now: Instant) {
@@ -110,34 +46,25 @@ fn answer(s: &mut Side, to: u32, offset: u64, bytes: &[u8], user_ptr: u64, now: 
     assert_eq!(s.stack.pump_answer(now), Some(phys(to)));
 }
 
-/// The engine's part of a put (the caller pumps).
+/// The engine's part of a put that asks for an ACK (the caller pumps).
 fn engine_put(
     s: &mut Side,
-    to: u32,
+    rank: u32,
     pt: u32,
     match_bits: u64,
     offset: u64,
     bytes: &[u8],
     user_ptr: u64,
 ) {
-    s.src.write(0, bytes).unwrap();
-    s.stack
-        .engine
-        .put(&PutArgs {
-            md: s.md,
-            local_offset: 0,
-            length: bytes.len() as u64,
-            ack_req: AckReq::Ack,
-            remote: RemoteAddr {
-                target: ProcessId::Rank(to),
-                pt_index: pt,
-                match_bits,
-                remote_offset: offset,
-            },
-            user_ptr,
-            hdr_data: 0,
-        })
-        .unwrap();
+    let to = PutTo {
+        rank,
+        pt,
+        match_bits,
+        offset,
+        ack: AckReq::Ack,
+        user_ptr,
+    };
+    back_to_back::engine_put(s, to, bytes);
 }
 
 /// Moves every datagram `from` has ready to `to`; returns how many went.
