@@ -384,7 +384,9 @@ impl Interface {
                     .departures
                     .store(stats.peers_leaving, Ordering::Relaxed);
             }
-            if message {
+            // The stack has already handed the engine's answers to the transport (see
+            // `Stack::handle_datagram`); a pump is needed only for what is left.
+            if message && (stack.engine.has_outgoing() || stack.transport.has_events()) {
                 stack.pump(now);
             }
             if transmit {
