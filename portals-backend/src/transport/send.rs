@@ -232,11 +232,16 @@ impl SendState {
     /// not others. A message of [`NARROW_WINDOW_SMALL`] bytes or more fills much of a
     /// datagram by itself and never waits; nor does anything while nothing is in flight (a
     /// round trip's request).
+    #[inline]
     fn window_too_narrow(&self, window: usize) -> bool {
-        let free = window.saturating_sub(self.inflight.len());
+        // Checked first, in this order: a round trip's message finds nothing in flight.
+        let in_flight = self.inflight.len();
+        if in_flight == 0 || (window - in_flight.min(window)) * NARROW_WINDOW >= window {
+            return false;
+        }
+        let free = window - in_flight;
         let next = self.cut_index();
-        let waiting = self.msgs.len().saturating_sub(next);
-        if self.inflight.is_empty() || free * NARROW_WINDOW >= window || waiting <= free {
+        if self.msgs.len().saturating_sub(next) <= free {
             return false;
         }
         self.msgs
