@@ -18,14 +18,18 @@ use crate::memory::{OutOfBounds, Region, RegionSpan};
 pub struct OutMessage {
     head: Vec<u8>,
     body: Option<RegionSpan>,
-    /// Token the transport hands back once the receiver is known to have processed the
-    /// message and everything it answered before acknowledging it (see
-    /// [`crate::transport::TransportEvent::Confirmed`]).
-    confirm: Option<u64>,
-    /// The receiver must have this message delivered before it takes a later acknowledgement
-    /// from this side as a confirmation (see [`OutMessage::fenced`]).
-    fence: bool,
+    /// What the transport does for the message besides delivering it, in one word (a message
+    /// is moved several times on its way, so it stays small): [`FENCED`], [`CONFIRMED`] and
+    /// the confirmation token in the low bits (see [`OutMessage::confirmed_as`]).
+    marks: u64,
 }
+
+/// [`OutMessage::marks`]: the message is fenced.
+const FENCED: u64 = 1 << 63;
+/// [`OutMessage::marks`]: the message is to be confirmed with the token in the low bits.
+const CONFIRMED: u64 = 1 << 62;
+/// [`OutMessage::marks`]: the token's bits.
+const TOKEN: u64 = CONFIRMED - 1;
 
 impl OutMessage {
     /// The message `head` followed by the bytes of `body`.
@@ -33,33 +37,40 @@ impl OutMessage {
         OutMessage {
             head,
             body,
-            confirm: None,
-            fence: false,
+            marks: 0,
         }
     }
 
-    /// The message, to be confirmed with `token` ([`OutMessage::confirm`]).
+    /// Asks the transport to report the message's delivery with `token`
+    /// ([`crate::transport::TransportEvent::Confirmed`]). Tokens are below 2^62 (the engine's
+    /// are operation counts); higher bits are dropped.
+    pub fn confirm_as(&mut self, token: u64) {
+        debug_assert!(token <= TOKEN, "confirmation token {token:#x} too large");
+        self.marks = (self.marks & FENCED) | CONFIRMED | (token & TOKEN);
+    }
+
+    /// [`OutMessage::confirm_as`], by value.
     pub fn confirmed_as(mut self, token: u64) -> Self {
-        self.confirm = Some(token);
+        self.confirm_as(token);
         self
     }
 
     /// The token of a message whose delivery the sender wants confirmed.
     pub fn confirm(&self) -> Option<u64> {
-        self.confirm
+        (self.marks & CONFIRMED != 0).then_some(self.marks & TOKEN)
     }
 
     /// The message, fenced: the receiver confirms none of its own messages on an
     /// acknowledgement written after this message was queued until this message has been
     /// delivered to it. For an answer that overrides a confirmation, such as a refusal.
     pub fn fenced(mut self) -> Self {
-        self.fence = true;
+        self.marks |= FENCED;
         self
     }
 
     /// Whether the message is fenced ([`OutMessage::fenced`]).
     pub fn is_fence(&self) -> bool {
-        self.fence
+        self.marks & FENCED != 0
     }
 
     /// Total length in bytes.
@@ -143,8 +154,7 @@ impl From<Vec<u8>> for OutMessage {
         OutMessage {
             head,
             body: None,
-            confirm: None,
-            fence: false,
+            marks: 0,
         }
     }
 }

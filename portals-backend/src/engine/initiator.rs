@@ -396,11 +396,10 @@ impl Engine {
             }
         }
         .map_err(|e| PtlError::arg(call, e.to_string()))?;
-        let bytes = if confirmed {
-            bytes.confirmed_as(op_id)
-        } else {
-            bytes
-        };
+        let mut bytes = bytes;
+        if confirmed {
+            bytes.confirm_as(op_id);
+        }
         self.next_op_id += 1;
         self.outgoing.push_back((peer, bytes));
 
