@@ -122,7 +122,9 @@ pub(crate) struct RecvState {
     ack_now: bool,
     pub(crate) ack_deadline: Option<Instant>,
     /// Messages delivered so far (messages end in order, so this is also the index of the
-    /// next one): what a delivery confirmation waits for (see the transport).
+    /// next one): what a delivery confirmation waits for (see the transport). A message
+    /// dropped as inconsistent, which only a broken peer sends, is not counted: that peer's
+    /// confirmations then stop, as its operations would wait for a peer that never answers.
     pub(crate) delivered: u64,
 }
 
