@@ -411,11 +411,16 @@ impl Transport {
     /// datagram).
     pub fn handle_datagram(&mut self, now: Instant, from: PhysId, datagram: &[u8]) {
         let mut queued = Vec::new();
+        let before = self.events.len();
         self.handle_datagram_with(now, from, datagram, &mut |_, m| queued.push(m.to_vec()));
+        // The datagram's messages go before the confirmations it produced: a fenced message
+        // (a refusal) must reach the layer above ahead of the confirmation it overrides.
+        let produced: Vec<TransportEvent> = self.events.drain(before..).collect();
         for message in queued {
             self.events
                 .push_back(TransportEvent::Delivered { from, message });
         }
+        self.events.extend(produced);
     }
 
     /// [`Transport::handle_datagram`] that hands each delivered message to `sink` as it

@@ -777,3 +777,45 @@ fn gathered_datagrams_deliver_the_same_messages() {
     assert_eq!(got, vec![(id(1), big), (id(1), small)]);
     assert_eq!(b.stats().dropped_malformed, 0);
 }
+
+#[test]
+fn a_confirmation_follows_the_fenced_answer_that_arrived_with_it() {
+    let c = cfg();
+    let t0 = Instant::now();
+    let mut a = Transport::new(c.clone(), id(1), 1001, t0).unwrap();
+    let mut b = Transport::new(c, id(2), 2001, t0).unwrap();
+    a.send(t0, id(2), OutMessage::from(vec![1u8; 8]).confirmed_as(7))
+        .unwrap();
+    let mut dg = Vec::new();
+    assert_eq!(a.poll_transmit(t0, &mut dg), Some(id(2)));
+    b.handle_datagram(t0, id(1), &dg);
+    assert!(matches!(
+        b.poll_event(),
+        Some(TransportEvent::Delivered { .. })
+    ));
+    // a has another message queued, so b's ack is applied as it arrives, not deferred.
+    a.send(t0, id(2), vec![3u8; 8]).unwrap();
+    // b answers with a fenced message; its datagram also acknowledges a's message.
+    b.send(t0, id(1), OutMessage::from(vec![2u8; 8]).fenced())
+        .unwrap();
+    assert_eq!(b.poll_transmit(t0, &mut dg), Some(id(1)));
+    a.handle_datagram(t0, id(2), &dg);
+    while a.poll_transmit(t0, &mut dg).is_some() {}
+    if a.poll_timeout().is_some_and(|d| d <= t0) {
+        a.handle_timeout(t0);
+    }
+    // The answer first, then the confirmation: a layer above that handles events in order
+    // sees a refusal before the success it overrides.
+    assert!(matches!(
+        a.poll_event(),
+        Some(TransportEvent::Delivered { message, .. }) if message == vec![2u8; 8]
+    ));
+    assert_eq!(
+        a.poll_event(),
+        Some(TransportEvent::Confirmed {
+            peer: id(2),
+            token: 7
+        })
+    );
+    assert_eq!(a.poll_event(), None);
+}
