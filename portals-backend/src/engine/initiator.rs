@@ -366,7 +366,7 @@ impl Engine {
             rlength: o.length,
         };
         let buf = self.message_buffer();
-        let bytes = match (o.source, o.data) {
+        let mut bytes = match (o.source, o.data) {
             (Some(_), Some(data)) => {
                 proto::encode_request_appending_into(buf, &header, o.operand, o.length, |buf| {
                     buf.extend_from_slice(data);
@@ -396,7 +396,6 @@ impl Engine {
             }
         }
         .map_err(|e| PtlError::arg(call, e.to_string()))?;
-        let mut bytes = bytes;
         if confirmed {
             bytes.confirm_as(op_id);
         }
