@@ -250,6 +250,10 @@ impl Region {
     /// preserved even under concurrent writes to them (merged with a compare-and-swap loop).
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), OutOfBounds> {
         self.check(offset as u64, src.len() as u64)?;
+        if src.is_empty() {
+            // An AM Short without arguments has an empty body: spare the storage call.
+            return Ok(());
+        }
         if src.len() >= BULK_COPY_MIN && self.inner.memory.write_bytes(offset, src) {
             return Ok(());
         }
@@ -360,6 +364,10 @@ impl Region {
         out: &mut Vec<u8>,
     ) -> Result<(), OutOfBounds> {
         self.check(offset as u64, len as u64)?;
+        if len == 0 {
+            // As in `write`: an empty body is common (an AM Short without arguments).
+            return Ok(());
+        }
         if len >= BULK_COPY_MIN {
             if self.inner.memory.append_bytes(offset, len, out) {
                 return Ok(());
@@ -585,6 +593,27 @@ mod tests {
         assert!(r.read(10, &mut buf).is_err());
         assert!(r.check(u64::MAX, 2).is_err());
         assert!(r.read(10, &mut []).is_ok());
+    }
+
+    #[test]
+    fn empty_copies_are_bounds_checked_and_change_nothing() {
+        let r = Region::new(10);
+        r.write(0, &[9; 10]).unwrap();
+        // At the end: in bounds, nothing written, nothing appended.
+        assert_eq!(r.write(10, &[]), Ok(()));
+        let mut out = vec![1u8, 2];
+        assert_eq!(r.append_to(10, 0, &mut out), Ok(()));
+        assert_eq!(out, [1, 2]);
+        // Past the end: the same error as for a non-empty copy, and `out` untouched.
+        let past = OutOfBounds {
+            offset: 11,
+            len: 0,
+            region_len: 10,
+        };
+        assert_eq!(r.write(11, &[]), Err(past));
+        assert_eq!(r.append_to(11, 0, &mut out), Err(past));
+        assert_eq!(out, [1, 2]);
+        assert_eq!(r.to_vec(0, 10).unwrap(), [9; 10]);
     }
 
     #[test]
