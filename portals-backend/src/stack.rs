@@ -115,27 +115,30 @@ impl Stack {
         if !self.transport.spare_buffers().is_empty() {
             self.engine.stock_buffers(self.transport.spare_buffers());
         }
+        // Another pass is needed only when the engine was handed something (a message to
+        // itself, a transport event, a failed peer), since only that makes it produce more:
+        // handing messages to the transport creates no transport events. The common call —
+        // one operation's message, nothing received — is then a single pass.
         loop {
-            let mut progressed = false;
+            let mut fed = false;
             while let Some((dest, message)) = self.engine.poll_outgoing() {
-                progressed = true;
                 if dest == self.local {
                     self.handle_own(message);
+                    fed = true;
                     continue;
                 }
-                if answering {
-                    self.release_riding(now, dest);
+                fed |= if answering {
+                    self.release_riding(now, dest)
                 } else {
-                    self.release_lazy(now, Some(dest));
-                }
-                self.send(now, dest, message);
+                    self.release_lazy(now, Some(dest))
+                };
+                fed |= self.send(now, dest, message);
                 last = Some(dest);
             }
             while let Some((dest, message)) = self.engine.poll_lazy_outgoing() {
-                progressed = true;
                 if dest == self.local || self.lazy_delay.is_zero() {
-                    self.release_lazy(now, Some(dest));
-                    self.send(now, dest, message.into());
+                    fed |= self.release_lazy(now, Some(dest));
+                    fed |= self.send(now, dest, message.into());
                     continue;
                 }
                 if self.lazy.is_empty() {
@@ -144,10 +147,10 @@ impl Stack {
                 self.lazy.push((dest, message));
             }
             if self.lazy_deadline.is_some_and(|d| d <= now) {
-                self.release_lazy(now, None);
+                fed |= self.release_lazy(now, None);
             }
             while let Some(ev) = self.transport.poll_event() {
-                progressed = true;
+                fed = true;
                 match ev {
                     TransportEvent::Delivered { from, message } => {
                         self.engine.handle_message(from, &message)
@@ -158,27 +161,33 @@ impl Stack {
                     }
                 }
             }
-            if !progressed {
+            if !fed {
                 return last;
             }
         }
     }
 
     /// Hands a message to the transport (or back to the engine when it is for this interface).
-    fn send(&mut self, now: Instant, dest: PhysId, message: OutMessage) {
+    /// Returns whether the engine was handed something in turn (the message itself, or the
+    /// failure of its peer), which may have made it produce more.
+    fn send(&mut self, now: Instant, dest: PhysId, message: OutMessage) -> bool {
         if dest == self.local {
             self.handle_own(message);
-            return;
+            return true;
         }
         match self.transport.send(now, dest, message) {
-            Ok(()) => {}
-            Err(TransportError::PeerFailed { .. }) => self.peer_failed(dest),
+            Ok(()) => false,
+            Err(TransportError::PeerFailed { .. }) => {
+                self.peer_failed(dest);
+                true
+            }
             Err(e) => {
                 // A message the transport refuses (too large) cannot be delivered: fail the
                 // operations to that peer rather than lose them silently. The engine's own
                 // limits keep this from happening.
                 tracing::error!(%dest, error = %e, "transport refused a message");
                 self.peer_failed(dest);
+                true
             }
         }
     }
@@ -215,15 +224,14 @@ impl Stack {
 
     /// Before an answer to `dest` is handed to the transport: the lazy ACKs held for `dest`
     /// go first, into the same datagram, if there are [`LAZY_RIDE_MIN`] or more of them.
-    fn release_riding(&mut self, now: Instant, dest: PhysId) {
+    /// Returns whether the engine was handed something in turn (see [`Stack::send`]).
+    fn release_riding(&mut self, now: Instant, dest: PhysId) -> bool {
         // Usually none or one is held: no scan.
         if self.lazy.len() < LAZY_RIDE_MIN {
-            return;
+            return false;
         }
         let held = self.lazy.iter().filter(|(p, _)| *p == dest).count();
-        if held >= LAZY_RIDE_MIN {
-            self.release_lazy(now, Some(dest));
-        }
+        held >= LAZY_RIDE_MIN && self.release_lazy(now, Some(dest))
     }
 
     /// For a driver that has just transmitted an answer to `peer` ([`Stack::pump_answer`]):
@@ -240,16 +248,18 @@ impl Stack {
         true
     }
 
-    /// Sends the held lazy ACKs to `peer` (every peer when `None`), oldest first.
-    fn release_lazy(&mut self, now: Instant, peer: Option<PhysId>) {
+    /// Sends the held lazy ACKs to `peer` (every peer when `None`), oldest first. Returns
+    /// whether the engine was handed something in turn (see [`Stack::send`]).
+    fn release_lazy(&mut self, now: Instant, peer: Option<PhysId>) -> bool {
         if self.lazy.is_empty() {
-            return;
+            return false;
         }
         let mut held = std::mem::take(&mut self.lazy);
         let mut kept = Vec::new();
+        let mut fed = false;
         for (dest, message) in held.drain(..) {
             if peer.is_none_or(|p| p == dest) {
-                self.send(now, dest, message.into());
+                fed |= self.send(now, dest, message.into());
             } else {
                 kept.push((dest, message));
             }
@@ -260,6 +270,7 @@ impl Stack {
         if self.lazy.is_empty() {
             self.lazy_deadline = None;
         }
+        fed
     }
 
     /// Sends every acknowledgement held back, lazy ACKs and the transport's own, with the
