@@ -605,11 +605,15 @@ impl<'a> Reader<'a> {
 
 /// Appends a datagram header to `out`.
 pub fn write_header(out: &mut Vec<u8>, header: &Header) {
-    out.extend_from_slice(&MAGIC);
-    out.push(VERSION);
-    out.extend_from_slice(&header.job_key.to_le_bytes());
-    out.extend_from_slice(&header.src_incarnation.to_le_bytes());
-    out.extend_from_slice(&header.dst_incarnation.to_le_bytes());
+    // Laid out on the stack and appended once: one capacity check instead of five (this is
+    // on every datagram's path).
+    let mut b = [0u8; HEADER_LEN];
+    b[..4].copy_from_slice(&MAGIC);
+    b[4] = VERSION;
+    b[5..13].copy_from_slice(&header.job_key.to_le_bytes());
+    b[13..21].copy_from_slice(&header.src_incarnation.to_le_bytes());
+    b[21..29].copy_from_slice(&header.dst_incarnation.to_le_bytes());
+    out.extend_from_slice(&b);
 }
 
 /// Appends a DATA frame. The caller guarantees `offset + payload.len() <= total` (the
@@ -624,11 +628,14 @@ pub fn write_data(out: &mut Vec<u8>, seq: u64, total: u32, offset: u32, payload:
 /// it (a gathering send: the payload goes from the message to the socket without being copied
 /// into the datagram buffer). The frame must be the datagram's last.
 pub fn write_data_header(out: &mut Vec<u8>, seq: u64, total: u32, offset: u32, len: u32) {
-    out.push(FRAME_DATA);
-    out.extend_from_slice(&seq.to_le_bytes());
-    out.extend_from_slice(&total.to_le_bytes());
-    out.extend_from_slice(&offset.to_le_bytes());
-    out.extend_from_slice(&len.to_le_bytes());
+    // On the stack, appended once (as `write_header`).
+    let mut b = [0u8; DATA_FRAME_OVERHEAD];
+    b[0] = FRAME_DATA;
+    b[1..9].copy_from_slice(&seq.to_le_bytes());
+    b[9..13].copy_from_slice(&total.to_le_bytes());
+    b[13..17].copy_from_slice(&offset.to_le_bytes());
+    b[17..21].copy_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&b);
 }
 
 /// Appends a BYE frame.
@@ -659,13 +666,16 @@ pub fn write_ack_from(
     fence: u64,
     ranges: impl IntoIterator<Item = SackRange>,
 ) {
-    out.push(FRAME_ACK);
-    out.extend_from_slice(&cumulative.to_le_bytes());
-    out.extend_from_slice(&largest.to_le_bytes());
-    out.extend_from_slice(&ack_delay_us.to_le_bytes());
-    out.extend_from_slice(&fence.to_le_bytes());
-    let count_at = out.len();
-    out.push(0);
+    // The fixed part on the stack, appended once (as `write_header`); the range count, its
+    // last byte, is filled in after the ranges.
+    let mut b = [0u8; ACK_FRAME_BASE];
+    b[0] = FRAME_ACK;
+    b[1..9].copy_from_slice(&cumulative.to_le_bytes());
+    b[9..17].copy_from_slice(&largest.to_le_bytes());
+    b[17..21].copy_from_slice(&ack_delay_us.to_le_bytes());
+    b[21..29].copy_from_slice(&fence.to_le_bytes());
+    let count_at = out.len() + ACK_FRAME_BASE - 1;
+    out.extend_from_slice(&b);
     let mut n: u8 = 0;
     for r in ranges.into_iter().take(MAX_SACK_RANGES) {
         out.extend_from_slice(&r.start.to_le_bytes());
