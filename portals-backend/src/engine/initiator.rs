@@ -325,7 +325,9 @@ impl Engine {
         let call = o.call;
         // Validate every MD range first: nothing is sent or counted on a refused call.
         let mut ni = None;
-        for (md, off) in o.source.iter().chain(o.completion.iter()) {
+        // A put's completion is usually its source range: checked once.
+        let completion = o.completion.filter(|c| Some(*c) != o.source);
+        for (md, off) in o.source.iter().chain(completion.iter()) {
             let n = self.check_md_range(call, *md, *off, o.length)?;
             if ni.is_some_and(|x| x != n) {
                 return Err(PtlError::arg(call, "the MDs belong to different NIs"));
@@ -402,20 +404,23 @@ impl Engine {
         self.next_op_id += 1;
         self.outgoing.push_back((peer, bytes));
 
-        let mut ev = blank(EventKind::Send);
-        ev.user_ptr = o.user_ptr;
-        ev.hdr_data = o.hdr_data;
-        ev.match_bits = o.remote.match_bits;
-        ev.rlength = o.length;
-        ev.mlength = o.length;
-        ev.remote_offset = o.remote.remote_offset;
-        ev.initiator = o.remote.target;
-        ev.uid = self.uid;
-        ev.pt_index = o.remote.pt_index;
-        ev.atomic_op = o.atomic.map(|a| a.0);
-        ev.atomic_type = o.atomic.map(|a| a.1);
         if let Some((md, off)) = o.source {
-            self.report_send(md, off, ev)?;
+            let uid = self.uid;
+            self.report_send(md, off, o.length, || {
+                let mut ev = blank(EventKind::Send);
+                ev.user_ptr = o.user_ptr;
+                ev.hdr_data = o.hdr_data;
+                ev.match_bits = o.remote.match_bits;
+                ev.rlength = o.length;
+                ev.mlength = o.length;
+                ev.remote_offset = o.remote.remote_offset;
+                ev.initiator = o.remote.target;
+                ev.uid = uid;
+                ev.pt_index = o.remote.pt_index;
+                ev.atomic_op = o.atomic.map(|a| a.0);
+                ev.atomic_type = o.atomic.map(|a| a.1);
+                ev
+            })?;
         }
         if let Some((md, local_offset)) = o.completion {
             self.mds.get_mut(call, md)?.pending += 1;
@@ -442,20 +447,28 @@ impl Engine {
         Ok(())
     }
 
-    /// The data has left the MD: SEND event and count, per the MD's options.
-    fn report_send(&mut self, md: MdHandle, off: u64, mut ev: Event) -> PtlResult<()> {
+    /// The `length` bytes at `off` have left the MD: SEND event (built by `event`, only when
+    /// the MD reports one) and count, per the MD's options.
+    fn report_send(
+        &mut self,
+        md: MdHandle,
+        off: u64,
+        length: u64,
+        event: impl FnOnce() -> Event,
+    ) -> PtlResult<()> {
         let m = self.mds.get("send", md)?;
-        ev.start = m.offset + off;
+        let start = m.offset + off;
         let (eq, ct, opts) = (m.eq, m.ct, m.options);
+        let eq = eq.filter(|_| {
+            !opts.intersects(MdOptions::EVENT_SEND_DISABLE | MdOptions::EVENT_SUCCESS_DISABLE)
+        });
         if let Some(eq) = eq {
-            if !opts.intersects(MdOptions::EVENT_SEND_DISABLE | MdOptions::EVENT_SUCCESS_DISABLE) {
-                self.post(eq, ev);
-            }
+            let mut ev = event();
+            ev.start = start;
+            self.post(eq, ev);
         }
         if let (Some(ct), true) = (ct, opts.contains(MdOptions::EVENT_CT_SEND)) {
-            let bytes = opts
-                .contains(MdOptions::EVENT_CT_BYTES)
-                .then_some(ev.mlength);
+            let bytes = opts.contains(MdOptions::EVENT_CT_BYTES).then_some(length);
             self.count(ct, true, bytes);
         }
         Ok(())
