@@ -287,9 +287,16 @@ impl Inner {
             };
             if emptied {
                 // Every event counted so far has been taken (events posted meanwhile raise
-                // the count past this value, so they are not skipped).
-                att.drained_events
-                    .fetch_max(round.events_posted, Ordering::Relaxed);
+                // the count past this value, so they are not skipped). A plain load and
+                // store, not `fetch_max`: a locked instruction costs as much as the rest of
+                // an idle poll's user-space part. Racing threads may leave a smaller count
+                // than the largest stored, which only makes a later idle poll look at the
+                // queues once more; a count is stored only by a poll that emptied them after
+                // it was read, so it is never ahead of what was taken.
+                let drained = &att.drained_events;
+                if round.events_posted > drained.load(Ordering::Relaxed) {
+                    drained.store(round.events_posted, Ordering::Relaxed);
+                }
             }
             ran += handled;
             // Once handlers ran, return: the caller is usually waiting for exactly that (a
@@ -327,12 +334,19 @@ impl Inner {
         // a reply takes them while the reply is on its way. Never twice in a row, so that a
         // poller whose every call runs handlers (a flood) still frees its send slots.
         // Relaxed: a per-client hint; which call takes the acknowledgements does not matter.
-        if ran > 0 && !att.send_events_deferred.swap(true, Ordering::Relaxed) {
+        // A load and a store, not a swap: a locked instruction here sits between a
+        // requester's reply handler and its next request, and racing threads at worst defer
+        // once more or once less.
+        let deferred = att.send_events_deferred.load(Ordering::Relaxed);
+        if ran > 0 && !deferred {
+            att.send_events_deferred.store(true, Ordering::Relaxed);
             // Not emptied as far as the idle check goes: the deferred events keep the next
             // poll from skipping the queues.
             return Ok((ran, false));
         }
-        att.send_events_deferred.store(false, Ordering::Relaxed);
+        if deferred {
+            att.send_events_deferred.store(false, Ordering::Relaxed);
+        }
         self.process_send_events(call)?;
         Ok((ran, emptied))
     }
