@@ -24,9 +24,16 @@
 //! 26 data (reply only: exactly mlength bytes)
 //! ```
 //!
+//! An **immediate** message (an rgasnet extension, see [`immediate`]) carries a few bytes from
+//! one NI to its peer outside the Portals semantics.
+//!
 //! Decoding is total: every byte string yields a message or a [`ProtoError`]; lengths are checked
 //! before any slice is taken, and decoded messages borrow their payload from the input so a large
 //! put is never copied by the decoder.
+
+pub mod immediate;
+
+pub use immediate::{encode_immediate_into, Immediate, IMMEDIATE_HEADER_LEN, MAX_IMMEDIATE};
 
 use crate::memory::OutOfBounds;
 use crate::types::{AckReq, AtomicOp, AtomicType, MatchBits, NiFail, NiKind, PtIndex, Rank, Uid};
@@ -64,6 +71,9 @@ pub enum ProtoError {
     /// The first byte names no known message.
     #[error("unknown message tag {0:#04x}")]
     UnknownTag(u8),
+    /// An immediate message's payload is over [`MAX_IMMEDIATE`] bytes.
+    #[error("immediate message payload of {0} bytes (at most {MAX_IMMEDIATE})")]
+    ImmediateTooLarge(usize),
     /// The target NI kind index is above 3.
     #[error("invalid NI kind index {0}")]
     BadNiKind(u8),
@@ -233,6 +243,8 @@ pub enum Message<'a> {
     Request(Request<'a>),
     /// Target to initiator.
     Response(Response<'a>),
+    /// An immediate message (outside Portals).
+    Immediate(Immediate<'a>),
 }
 
 fn ack_code(a: AckReq) -> u8 {
@@ -624,6 +636,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message<'_>, ProtoError> {
             decode_request(tag, bytes).map(Message::Request)
         }
         TAG_ACK | TAG_REPLY => decode_response(tag, bytes).map(Message::Response),
+        immediate::TAG_IMMEDIATE => immediate::decode_immediate(bytes).map(Message::Immediate),
         t => Err(ProtoError::UnknownTag(t)),
     }
 }
