@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::engine::{Engine, EqGet, EqHandle, PutArgs};
+use crate::engine::{Engine, EqGet, EqHandle, ImmediateMsg, NiHandle, PutArgs};
 use crate::error::{PtlError, PtlResult};
 pub use crate::link::Link;
 use crate::message::{Staged, Tail};
@@ -52,6 +52,8 @@ pub const DEFAULT_BACKGROUND_PROGRESS: Duration = Duration::from_millis(10);
 const RECV_BUF: usize = 65_536;
 /// Datagrams handled per receive batch before the stack is pumped.
 const RECV_BATCH: usize = 64;
+/// Most immediate messages one [`Interface::progress_holding`] round hands out.
+pub const IMMEDIATE_TAKE_MAX: usize = 64;
 /// Longest a blocked wait sleeps before it looks again (other threads may have changed state
 /// without a datagram arriving).
 const MAX_BLOCK: Duration = Duration::from_millis(5);
@@ -69,6 +71,9 @@ pub struct HoldingRound {
     pub events_posted: u64,
     /// Whether something waits to be transmitted ([`Interface::flush`] has work).
     pub pending_transmit: bool,
+    /// The engine's count of immediate messages lost with failed peers so far
+    /// (`EngineStats::immediates_lost`; see [`crate::engine::Engine::take_lost_immediates`]).
+    pub immediates_lost: u64,
 }
 
 struct State {
@@ -368,6 +373,11 @@ impl Interface {
         let mut got = false;
         for _ in 0..RECV_BATCH {
             let State { stack, rx, .. } = &mut *st;
+            if stack.engine.immediate_backlog_full() {
+                // Received immediates wait for their owner: read nothing more until it takes
+                // some (the transport's retransmission covers what the socket drops).
+                break;
+            }
             let Some((len, from)) = self.inner.link.recv(rx).map_err(io_err("progress"))? else {
                 break;
             };
@@ -433,17 +443,33 @@ impl Interface {
     /// (the answer to a put or get on an event-less list entry) leaves at once, since no
     /// consumer will answer it. Returns whether any datagram arrived. The caller must flush
     /// before it stops calling in.
-    pub fn progress_holding(&self) -> PtlResult<HoldingRound> {
+    ///
+    /// Immediate messages received for `immediates.0` (up to [`IMMEDIATE_TAKE_MAX`], including
+    /// any already waiting) are moved into `immediates.1` under the same lock, and an arriving
+    /// one ends the round like an event.
+    pub fn progress_holding(
+        &self,
+        immediates: Option<(NiHandle, &mut Vec<ImmediateMsg>)>,
+    ) -> PtlResult<HoldingRound> {
         let mut st = self.lock();
         let mut received = false;
-        let before = st.stack.engine.stats().events_posted;
+        let stats = st.stack.engine.stats();
+        let before = (stats.events_posted, stats.immediates_received);
         self.progress_until(&mut st, &mut received, false, &mut |e| {
-            Ok((e.stats().events_posted != before).then_some(()))
+            let s = e.stats();
+            Ok(((s.events_posted, s.immediates_received) != before).then_some(()))
         })?;
+        if let Some((ni, out)) = immediates {
+            if st.stack.engine.immediates_waiting() > 0 {
+                st.stack.engine.take_immediates(ni, out, IMMEDIATE_TAKE_MAX);
+            }
+        }
+        let stats = st.stack.engine.stats();
         Ok(HoldingRound {
             received,
-            events_posted: st.stack.engine.stats().events_posted,
+            events_posted: stats.events_posted,
             pending_transmit: st.stack.engine.has_outgoing() || st.stack.transport.has_ready(),
+            immediates_lost: stats.immediates_lost,
         })
     }
 

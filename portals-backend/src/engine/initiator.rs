@@ -286,7 +286,7 @@ impl Engine {
     }
 
     /// Resolves the target to an interface and this process's rank (logical NIs).
-    fn resolve(
+    pub(super) fn resolve(
         &self,
         call: &'static str,
         ni: NiHandle,
@@ -512,8 +512,13 @@ impl Engine {
     /// The transport confirmed the message of operation `op_id` to `peer`
     /// ([`crate::transport::TransportEvent::Confirmed`]): an [`AckReq::Confirmed`] operation
     /// that is still pending succeeded. One the target refused, failed or truncated was
-    /// completed by the target's ACK, which arrived before the confirmation.
+    /// completed by the target's ACK, which arrived before the confirmation. A token of an
+    /// immediate message ([`Engine::send_immediate`]) counts that message confirmed.
     pub fn handle_confirmed(&mut self, peer: PhysId, op_id: u64) {
+        if op_id & super::immediate::IMMEDIATE_TOKEN != 0 {
+            self.immediate_confirmed(peer);
+            return;
+        }
         let Some(op) = self.pending.get(&op_id) else {
             return;
         };
@@ -532,6 +537,7 @@ impl Engine {
     /// Fails every operation waiting on `peer` with `NI_UNDELIVERABLE`, in issue order, and
     /// drops queued messages to it.
     pub fn handle_peer_failed(&mut self, peer: PhysId) {
+        self.immediates_failed(peer);
         self.outgoing.retain(|(p, _)| *p != peer);
         self.lazy_outgoing.retain(|(p, _)| *p != peer);
         // A scan of the pending operations: a peer fails rarely, and an index by peer would

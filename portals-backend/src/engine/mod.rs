@@ -20,6 +20,7 @@
 
 mod atomic;
 mod events;
+pub mod immediate;
 mod initiator;
 pub mod objects;
 mod resources;
@@ -47,6 +48,10 @@ pub use objects::{
 use objects::{CtState, EntryState, EqState, MdState, NiState, SR_DROP, SR_OP, SR_PERM};
 
 use initiator::PendingOp;
+
+pub use immediate::{
+    ImmediateMsg, LostImmediates, IMMEDIATE_BACKLOG_MAX, IMMEDIATE_OUTSTANDING_MAX,
+};
 
 /// Most recycled message buffers an engine keeps.
 const SPARE_BUFFERS: usize = 64;
@@ -91,6 +96,12 @@ pub struct Engine {
     /// Peers whose ACK refused an operation (`NI_PT_DISABLED`), one entry per refusal, until
     /// [`Engine::take_refusals`]: the user will send those operations again.
     refusals: Vec<PhysId>,
+    /// Received immediate messages, oldest first (see [`immediate`]).
+    immediates: VecDeque<ImmediateMsg>,
+    /// Unconfirmed immediates per peer.
+    immediates_outstanding: HashMap<PhysId, u32>,
+    /// Immediates lost with failed peers, until [`Engine::take_lost_immediates`].
+    lost_immediates: Vec<LostImmediates>,
     stats: EngineStats,
 }
 
@@ -147,6 +158,9 @@ impl Engine {
             spare: Vec::new(),
             lazy_outgoing: VecDeque::new(),
             refusals: Vec::new(),
+            immediates: VecDeque::new(),
+            immediates_outstanding: HashMap::new(),
+            lost_immediates: Vec::new(),
             stats: EngineStats::default(),
         }
     }
@@ -328,6 +342,7 @@ impl Engine {
                 self.stats.responses += 1;
                 self.handle_response(from, &resp);
             }
+            Ok(Message::Immediate(m)) => self.handle_immediate(from, &m),
             Err(e) => {
                 self.stats.malformed += 1;
                 tracing::debug!(%from, error = %e, "dropping malformed Portals message");

@@ -320,4 +320,10 @@ pub struct EngineStats {
     /// [`crate::types::AckReq::Confirmed`] operations completed by the transport's
     /// confirmation (no ACK message).
     pub confirmed: u64,
+    /// Immediate messages sent (see [`crate::engine::immediate`]).
+    pub immediates_sent: u64,
+    /// Immediate messages received and queued.
+    pub immediates_received: u64,
+    /// Immediate messages never confirmed because their peer was declared failed.
+    pub immediates_lost: u64,
 }

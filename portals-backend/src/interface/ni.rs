@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::Interface;
 use crate::engine::{
-    AtomicArgs, CtHandle, EqGet, EqHandle, FetchArgs, GetArgs, LeHandle, LeSpec, MdHandle, MdSpec,
-    MeHandle, MeSpec, NiHandle, PutArgs,
+    AtomicArgs, CtHandle, EqGet, EqHandle, FetchArgs, GetArgs, LeHandle, LeSpec, LostImmediates,
+    MdHandle, MdSpec, MeHandle, MeSpec, NiHandle, PutArgs,
 };
 use crate::error::{PtlError, PtlResult};
 use crate::types::{
@@ -28,6 +28,31 @@ impl Ni {
     /// The interface this NI lives on.
     pub fn interface(&self) -> &Interface {
         &self.iface
+    }
+    /// The engine's handle of this NI (to take its immediate messages, see
+    /// [`Interface::progress_holding`]).
+    pub fn handle(&self) -> NiHandle {
+        self.handle
+    }
+    /// Sends `payload` as an immediate message to `target` (an rgasnet extension, see
+    /// [`crate::engine::immediate`]): `false`, sending nothing, while too many to that peer
+    /// are unconfirmed, unless `force`.
+    pub fn send_immediate(
+        &self,
+        target: ProcessId,
+        payload: &[u8],
+        force: bool,
+    ) -> PtlResult<bool> {
+        self.iface
+            .with_engine(|e| e.send_immediate(self.handle, target, payload, force))
+    }
+    /// Immediate messages sent and not yet confirmed.
+    pub fn immediates_unconfirmed(&self) -> u64 {
+        self.iface.lock().stack.engine.immediates_unconfirmed()
+    }
+    /// The immediate messages lost with failed peers since the last call.
+    pub fn take_lost_immediates(&self) -> PtlResult<Vec<LostImmediates>> {
+        self.iface.with_engine(|e| Ok(e.take_lost_immediates()))
     }
     /// Matching/non-matching, logical/physical.
     pub fn kind(&self) -> NiKind {

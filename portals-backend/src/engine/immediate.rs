@@ -1,0 +1,210 @@
+//! Immediate messages (an rgasnet extension beside Portals, see [`crate::proto::immediate`]):
+//! a few bytes from a logical NI to the same kind of NI at another rank, reliable and in order,
+//! that match nothing, land in no region and post no event. The receiving engine queues them
+//! until the NI's owner takes them ([`Engine::take_immediates`]); an AM layer uses them for its
+//! smallest messages, whose round trip the Portals path (descriptor, matching, event queue)
+//! would otherwise dominate.
+//!
+//! Bounds, so that nothing is lost and nothing grows without limit:
+//! - **Sender**: at most [`IMMEDIATE_OUTSTANDING_MAX`] unconfirmed immediates per peer; past
+//!   that [`Engine::send_immediate`] sends nothing and says so, and the caller makes progress
+//!   and tries again (a caller that cannot wait, such as an AM handler replying, may force).
+//! - **Receiver**: past [`IMMEDIATE_BACKLOG_MAX`] queued immediates the driver stops reading
+//!   datagrams ([`Engine::immediate_backlog_full`]) until the owner takes some; the transport's
+//!   retransmission covers whatever the socket drops meanwhile.
+//! - **Failure**: immediates still unconfirmed when their peer is declared failed are counted
+//!   as lost ([`Engine::take_lost_immediates`]), for the owner to report.
+
+use super::{Engine, NiHandle};
+use crate::error::{PtlError, PtlResult};
+use crate::message::OutMessage;
+use crate::proto::{self, Immediate, MAX_IMMEDIATE};
+use crate::types::{Addressing, PhysId, ProcessId, Rank};
+
+/// Most unconfirmed immediates an engine keeps in flight to one peer.
+pub const IMMEDIATE_OUTSTANDING_MAX: u32 = 1024;
+/// Received immediates waiting to be taken past which a driver stops reading datagrams.
+pub const IMMEDIATE_BACKLOG_MAX: usize = 4096;
+/// Marks a transport confirmation token as an immediate's (operation ids stay far below it).
+pub(super) const IMMEDIATE_TOKEN: u64 = 1 << 60;
+
+/// A received immediate message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImmediateMsg {
+    /// The NI it arrived on.
+    pub ni: NiHandle,
+    /// The sender's rank.
+    pub source: Rank,
+    len: u8,
+    bytes: [u8; MAX_IMMEDIATE],
+}
+
+impl ImmediateMsg {
+    /// The message's bytes.
+    pub fn payload(&self) -> &[u8] {
+        self.bytes.get(..usize::from(self.len)).unwrap_or_default()
+    }
+}
+
+/// Immediates lost with a failed peer: its rank on the NI they were sent on, and how many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LostImmediates {
+    /// The failed peer.
+    pub peer: PhysId,
+    /// Immediates to it that were never confirmed.
+    pub count: u64,
+}
+
+impl Engine {
+    /// Sends `payload` (at most [`MAX_IMMEDIATE`] bytes) as an immediate message to `target` on
+    /// the logical NI `ni`. Returns `false`, sending nothing, when [`IMMEDIATE_OUTSTANDING_MAX`]
+    /// immediates to that peer are unconfirmed, unless `force`. A message to this interface
+    /// itself is queued for taking at once.
+    pub fn send_immediate(
+        &mut self,
+        ni: NiHandle,
+        target: ProcessId,
+        payload: &[u8],
+        force: bool,
+    ) -> PtlResult<bool> {
+        const CALL: &str = "send_immediate";
+        let (peer, my_rank) = self.resolve(CALL, ni, target)?;
+        let kind = self.ni(CALL, ni)?.kind;
+        if kind.addressing != Addressing::Logical {
+            return Err(PtlError::arg(CALL, "immediate messages need a logical NI"));
+        }
+        if payload.len() > MAX_IMMEDIATE {
+            return Err(PtlError::arg(
+                CALL,
+                format!(
+                    "{} bytes exceed the {MAX_IMMEDIATE} an immediate message carries",
+                    payload.len()
+                ),
+            ));
+        }
+        if peer == self.local {
+            self.queue_immediate(ni, my_rank, payload);
+            return Ok(true);
+        }
+        let outstanding = self.immediates_outstanding.entry(peer).or_insert(0);
+        if *outstanding >= IMMEDIATE_OUTSTANDING_MAX && !force {
+            return Ok(false);
+        }
+        *outstanding += 1;
+        let buf = self.message_buffer();
+        let bytes = proto::encode_immediate_into(buf, kind, my_rank, payload)
+            .map_err(|e| PtlError::arg(CALL, e.to_string()))?;
+        self.outgoing
+            .push_back((peer, OutMessage::from(bytes).confirmed_as(IMMEDIATE_TOKEN)));
+        self.stats.immediates_sent += 1;
+        Ok(true)
+    }
+
+    /// A received immediate: queued for its NI's owner if it comes from the rank it claims.
+    pub(super) fn handle_immediate(&mut self, from: PhysId, m: &Immediate<'_>) {
+        let Some(ni) = self.by_kind[m.ni_kind.index() as usize] else {
+            self.stats.no_ni += 1;
+            return;
+        };
+        let Ok(state) = self.nis.get("immediate", ni) else {
+            self.stats.no_ni += 1;
+            return;
+        };
+        let from_rank = state.map.as_ref().and_then(|map| {
+            (state.kind.addressing == Addressing::Logical
+                && map.get(m.initiator_rank as usize) == Some(&from))
+            .then_some(m.initiator_rank)
+        });
+        let Some(source) = from_rank else {
+            self.stats.bad_initiator += 1;
+            return;
+        };
+        self.queue_immediate(ni, source, m.payload);
+    }
+
+    fn queue_immediate(&mut self, ni: NiHandle, source: Rank, payload: &[u8]) {
+        let mut bytes = [0u8; MAX_IMMEDIATE];
+        let len = payload.len().min(MAX_IMMEDIATE);
+        bytes[..len].copy_from_slice(&payload[..len]);
+        self.immediates.push_back(ImmediateMsg {
+            ni,
+            source,
+            // At most MAX_IMMEDIATE (72), checked by the decoder and by `send_immediate`.
+            len: len as u8,
+            bytes,
+        });
+        self.stats.immediates_received += 1;
+    }
+
+    /// Moves up to `max` received immediates of `ni` into `out`, oldest first. Those of other
+    /// NIs stay queued.
+    pub fn take_immediates(&mut self, ni: NiHandle, out: &mut Vec<ImmediateMsg>, max: usize) {
+        let mut taken = 0;
+        // Usually every queued immediate is for the one NI that uses them.
+        while taken < max && self.immediates.front().is_some_and(|m| m.ni == ni) {
+            if let Some(m) = self.immediates.pop_front() {
+                out.push(m);
+                taken += 1;
+            }
+        }
+        if taken < max && self.immediates.iter().any(|m| m.ni == ni) {
+            let mut kept = std::collections::VecDeque::with_capacity(self.immediates.len());
+            for m in self.immediates.drain(..) {
+                if m.ni == ni && taken < max {
+                    out.push(m);
+                    taken += 1;
+                } else {
+                    kept.push_back(m);
+                }
+            }
+            self.immediates = kept;
+        }
+        if self.immediates.is_empty() {
+            // Start again at the ring's first slot (see `eq_get`).
+            self.immediates.clear();
+        }
+    }
+
+    /// Received immediates waiting to be taken.
+    pub fn immediates_waiting(&self) -> usize {
+        self.immediates.len()
+    }
+
+    /// Immediates sent and not yet confirmed, to every peer.
+    pub fn immediates_unconfirmed(&self) -> u64 {
+        self.immediates_outstanding
+            .values()
+            .map(|&n| u64::from(n))
+            .sum()
+    }
+
+    /// Whether a driver should stop reading datagrams until immediates are taken.
+    pub fn immediate_backlog_full(&self) -> bool {
+        self.immediates.len() >= IMMEDIATE_BACKLOG_MAX
+    }
+
+    /// The transport confirmed an immediate to `peer`.
+    pub(super) fn immediate_confirmed(&mut self, peer: PhysId) {
+        if let Some(n) = self.immediates_outstanding.get_mut(&peer) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    /// `peer` was declared failed: its unconfirmed immediates are lost.
+    pub(super) fn immediates_failed(&mut self, peer: PhysId) {
+        if let Some(count) = self.immediates_outstanding.remove(&peer) {
+            if count > 0 {
+                self.stats.immediates_lost += u64::from(count);
+                self.lost_immediates.push(LostImmediates {
+                    peer,
+                    count: u64::from(count),
+                });
+            }
+        }
+    }
+
+    /// The immediates lost with failed peers since the last call (see the module docs).
+    pub fn take_lost_immediates(&mut self) -> Vec<LostImmediates> {
+        std::mem::take(&mut self.lost_immediates)
+    }
+}
