@@ -110,7 +110,9 @@ impl Inner {
         let mut quiet_since = start;
         loop {
             let ran = self.poll_internal(CALL)?;
-            let in_flight = crate::send::lock(&att.send).in_flight();
+            // AMs in send slots, and network Shorts (immediate messages) not yet confirmed.
+            let in_flight = crate::send::lock(&att.send).in_flight()
+                + self.am_ni.immediates_unconfirmed() as usize;
             let now = Instant::now();
             // Still waiting: for delivery, or (a leaving rank, everything delivered) for the
             // peers to confirm they are done with it. Whatever made the wait (a handler's
@@ -122,9 +124,10 @@ impl Inner {
                 // Also while lingering: a peer that is leaving itself waits for this rank's
                 // answer, which `leave` repeats until the peer clears this rank.
                 iface.leave();
-            } else if leaving && undelivered {
+            } else if leaving && (undelivered || ran > 0) {
                 // Peers stop sending to this rank (a peer that keeps doing so would hold up
-                // the wait above, each request answered by an acknowledgement).
+                // the wait above, each request answered by an acknowledgement, or keep every
+                // round running handlers, so that the rank never leaves).
                 iface.announce_end();
             }
             if undelivered || (leaving && !iface.left()) {

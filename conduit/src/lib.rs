@@ -38,6 +38,7 @@ mod recv;
 mod scratch;
 mod send;
 mod shm;
+mod short;
 mod stall;
 mod stats;
 mod token;

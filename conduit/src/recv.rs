@@ -22,6 +22,7 @@ use crate::matchbits::{Direction, MatchBits, MsgType, Protocol, MAX_ARGS};
 use crate::payload;
 use crate::scratch::{with_scratch, Scratch};
 use crate::send::lock;
+use crate::short::{put_short_buffer, take_short_buffer};
 use crate::stats::Counters;
 use crate::token::Token;
 
@@ -252,8 +253,10 @@ impl Inner {
         let mut ran = ran;
         let mut result = Ok(());
         let mut flush = false;
+        let mut shorts = take_short_buffer();
         for _ in 0..NET_ROUNDS {
-            let round = match iface.progress_holding() {
+            let taking = (self.am_ni.handle(), &mut shorts);
+            let round = match iface.progress_holding(Some(taking)) {
                 Ok(r) => r,
                 Err(source) => {
                     result = Err(AmError::Portals { call, source });
@@ -261,18 +264,20 @@ impl Inner {
                     break;
                 }
             };
-            // An idle round (the common case while a rank waits for a reply) stops here: no
-            // event was posted since the queues were last emptied, nothing is held back for
-            // transmission and no refused AM waits for its resend, so the queue looks and the
-            // flush (an interface lock each) would find nothing. Spinning rounds stay short,
-            // and a reply is noticed sooner.
+            // Network Shorts come as immediate messages, taken by the round itself.
+            let shorts_ran = self.run_shorts(att, &mut shorts, round.immediates_lost);
+            ran += shorts_ran;
+            // Nothing for the queues (the common case while a rank waits for a reply, and
+            // after a Short's handler): no event was posted since the queues were last
+            // emptied, nothing is held back for transmission and no refused AM waits for its
+            // resend, so the queue looks and the flush (an interface lock each) would find
+            // nothing. Spinning rounds stay short, and a reply is noticed sooner.
             // Relaxed: the count is read and written under the interface lock's ordering of
             // the events themselves; a stale value only causes one needless look.
-            if !round.received
-                && !round.pending_transmit
+            let queues_idle = !round.pending_transmit
                 && round.events_posted == att.drained_events.load(Ordering::Relaxed)
-                && att.resends_queued.load(Ordering::Relaxed) == 0
-            {
+                && att.resends_queued.load(Ordering::Relaxed) == 0;
+            if queues_idle && (!round.received || shorts_ran > 0) {
                 break;
             }
             // Only what the round held back needs the flush (another interface lock): every
@@ -301,10 +306,11 @@ impl Inner {
             ran += handled;
             // Once handlers ran, return: the caller is usually waiting for exactly that (a
             // reply), and another round would cost it a receive system call first.
-            if !round.received || handled > 0 || ran >= POLL_BATCH {
+            if !round.received || handled > 0 || shorts_ran > 0 || ran >= POLL_BATCH {
                 break;
             }
         }
+        put_short_buffer(shorts);
         if flush {
             iface.flush();
         }

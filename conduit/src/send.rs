@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use rgasnet_portals::engine::{EqGet, MdHandle, MdSpec, PutArgs, RemoteAddr};
 use rgasnet_portals::memory::BULK_COPY_MIN;
-use rgasnet_portals::proto::REQUEST_HEADER_LEN;
+use rgasnet_portals::proto::{MAX_IMMEDIATE, REQUEST_HEADER_LEN};
 use rgasnet_portals::transport::DEFAULT_FRAGMENT_SIZE;
 use rgasnet_portals::{AckReq, EventKind, MdOptions, NiFail, ProcessId, Region, IN_PLACE_MIN};
 
@@ -32,6 +32,7 @@ use crate::matchbits::{AmHeader, Direction, MatchBits, MsgType, Protocol, MAX_AR
 use crate::payload;
 use crate::recv::in_handler;
 use crate::scratch::{with_scratch, Scratch};
+use crate::short;
 use crate::stall::StallClock;
 use crate::stats::Counters;
 
@@ -298,6 +299,9 @@ impl Inner {
             // so the message would be retransmitted until the peer timeout, then be fatal).
             return Err(AmError::PeerLeft { call, rank: dest });
         }
+        if category == Category::Short {
+            return self.send_short(call, dest, direction, handler, args);
+        }
         let header = AmHeader {
             msg_type: MsgType::ActiveMessage,
             direction,
@@ -333,6 +337,42 @@ impl Inner {
         self.send_body(call, put, body_len, tail, |buf| {
             payload::encode(buf, protocol, args, long_offset, inline)
         })
+    }
+
+    /// Sends a checked AM Short over the network as an immediate message ([`crate::short`]),
+    /// waiting (polling) while too many to `dest` are unconfirmed.
+    fn send_short(
+        &self,
+        call: &'static str,
+        dest: u32,
+        direction: Direction,
+        handler: u8,
+        args: &[u32],
+    ) -> Result<(), AmError> {
+        const _: () = assert!(short::SHORT_MAX <= MAX_IMMEDIATE);
+        let mut bytes = [0u8; short::SHORT_MAX];
+        let len = short::encode(&mut bytes, handler, direction, args);
+        let mut watch = self.stall_clock();
+        loop {
+            // A reply from inside a handler cannot wait (it may not poll): it may exceed the
+            // bound on unconfirmed messages, which only limits memory, by the replies of one
+            // poll's handlers.
+            let sent = self
+                .am_ni
+                .send_immediate(ProcessId::Rank(dest), &bytes[..len], in_handler())
+                .map_err(|source| AmError::Portals { call, source })?;
+            if sent {
+                Counters::bump(&self.stats.sent);
+                return Ok(());
+            }
+            if self.ended_on_network(dest) {
+                // It said its program ended while this waited for room: nothing would run
+                // the handler, and the room may never come.
+                return Err(AmError::PeerLeft { call, rank: dest });
+            }
+            self.waited(&mut watch, call, dest);
+            self.wait_for_send_resources(call)?;
+        }
     }
 
     /// Puts the Long payload straight into the target segment; returns the operation number

@@ -608,7 +608,12 @@ impl Shared {
                         return Ok(Some(false));
                     }
                     // A request arrived (an AM, perhaps one this wait depends on): return so
-                    // that the AM layer runs its handler.
+                    // that the AM layer runs its handler. Network Shorts are immediate
+                    // messages: any waiting is such a request (and while too many wait, the
+                    // interface reads no more datagrams, this wait's answer among them).
+                    if e.immediates_waiting() > 0 {
+                        return Ok(Some(false));
+                    }
                     let requests = e.stats().requests;
                     match seen {
                         None => seen = Some(requests),

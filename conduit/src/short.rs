@@ -1,0 +1,259 @@
+//! The network form of an AM Short: an immediate message of the Portals layer
+//! (`rgasnet_portals::engine::immediate`), not a put to the AM portal. A Short carries no
+//! payload, so it needs no receive block, no event and no send slot; skipping them halves the
+//! user-space work of a round trip (see the README's performance section).
+//!
+//! Layout (at most 68 bytes, within `MAX_IMMEDIATE`):
+//!
+//! ```text
+//!  0 handler   1 flags (bit 0: request)   2 argc (0..=16)   3 zero   4 args, u32 LE each
+//! ```
+
+use std::cell::RefCell;
+
+use rgasnet_portals::engine::ImmediateMsg;
+use rgasnet_portals::interface::IMMEDIATE_TAKE_MAX;
+
+use crate::client::{Attached, Inner};
+use crate::handlers::Category;
+use crate::matchbits::{Direction, MAX_ARGS};
+
+/// Bytes before the arguments.
+const HEAD: usize = 4;
+/// Longest encoded Short.
+pub(crate) const SHORT_MAX: usize = HEAD + 4 * MAX_ARGS;
+const REQUEST: u8 = 1;
+
+/// A decoded Short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Short {
+    pub(crate) handler: u8,
+    pub(crate) direction: Direction,
+    pub(crate) args: [u32; MAX_ARGS],
+    pub(crate) argc: usize,
+}
+
+/// Why a received Short was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ShortError {
+    /// Shorter than its header, or its length disagrees with its argument count.
+    #[error("{len} bytes for a Short AM with {argc} arguments")]
+    Length {
+        /// Bytes received.
+        len: usize,
+        /// Argument count claimed (or 0 when the header itself is missing).
+        argc: usize,
+    },
+    /// More than 16 arguments.
+    #[error("{0} arguments (at most 16)")]
+    TooManyArgs(usize),
+    /// Unknown flag bits, or a non-zero reserved byte.
+    #[error("flags {flags:#04x} and reserved byte {reserved:#04x}")]
+    BadHeader {
+        /// The flags byte.
+        flags: u8,
+        /// The reserved byte.
+        reserved: u8,
+    },
+}
+
+/// Encodes a Short into `out`; returns its length. `args` has at most [`MAX_ARGS`] entries
+/// (checked by the caller).
+pub(crate) fn encode(
+    out: &mut [u8; SHORT_MAX],
+    handler: u8,
+    direction: Direction,
+    args: &[u32],
+) -> usize {
+    let argc = args.len().min(MAX_ARGS);
+    out[0] = handler;
+    out[1] = if direction == Direction::Request {
+        REQUEST
+    } else {
+        0
+    };
+    // At most MAX_ARGS (16).
+    out[2] = argc as u8;
+    out[3] = 0;
+    for (chunk, a) in out[HEAD..].chunks_exact_mut(4).zip(&args[..argc]) {
+        chunk.copy_from_slice(&a.to_le_bytes());
+    }
+    HEAD + 4 * argc
+}
+
+/// Decodes a received Short.
+pub(crate) fn decode(b: &[u8]) -> Result<Short, ShortError> {
+    let [handler, flags, argc, reserved] = match b.get(..HEAD) {
+        Some(&[h, f, a, r]) => [h, f, a, r],
+        _ => {
+            return Err(ShortError::Length {
+                len: b.len(),
+                argc: 0,
+            })
+        }
+    };
+    if flags & !REQUEST != 0 || reserved != 0 {
+        return Err(ShortError::BadHeader { flags, reserved });
+    }
+    let argc = usize::from(argc);
+    if argc > MAX_ARGS {
+        return Err(ShortError::TooManyArgs(argc));
+    }
+    if b.len() != HEAD + 4 * argc {
+        return Err(ShortError::Length { len: b.len(), argc });
+    }
+    let mut args = [0u32; MAX_ARGS];
+    for (a, chunk) in args.iter_mut().zip(b[HEAD..].chunks_exact(4)) {
+        *a = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+    }
+    Ok(Short {
+        handler,
+        direction: if flags & REQUEST != 0 {
+            Direction::Request
+        } else {
+            Direction::Reply
+        },
+        args,
+        argc,
+    })
+}
+
+thread_local! {
+    /// The buffer a poll takes received Shorts into (kept, so a poll allocates nothing).
+    static SHORTS: RefCell<Vec<ImmediateMsg>> =
+        RefCell::new(Vec::with_capacity(IMMEDIATE_TAKE_MAX));
+}
+
+/// This thread's buffer for received Shorts, empty. Taken out of its cell for the poll, so a
+/// nested poll (which the AM layer never makes, handlers cannot poll) would get a new one.
+pub(crate) fn take_short_buffer() -> Vec<ImmediateMsg> {
+    SHORTS
+        .try_with(|c| std::mem::take(&mut *c.borrow_mut()))
+        .unwrap_or_default()
+}
+
+/// Gives the buffer back for the next poll.
+pub(crate) fn put_short_buffer(mut buf: Vec<ImmediateMsg>) {
+    buf.clear();
+    let _ = SHORTS.try_with(|c| *c.borrow_mut() = buf);
+}
+
+impl Inner {
+    /// Runs the handlers of the Shorts a progress round took (emptying `shorts`); returns how
+    /// many ran. `lost` is the interface's count of immediate messages lost with failed peers:
+    /// any is fatal, as an AM put to a failed peer is.
+    pub(crate) fn run_shorts(
+        &self,
+        att: &Attached,
+        shorts: &mut Vec<ImmediateMsg>,
+        lost: u64,
+    ) -> usize {
+        if lost > 0 {
+            self.report_lost_shorts();
+        }
+        let ran = shorts.len();
+        for m in shorts.drain(..) {
+            let s = match decode(m.payload()) {
+                Ok(s) => s,
+                Err(e) => self.fatal(&format!("rank {} sent a malformed Short AM: {e}", m.source)),
+            };
+            self.dispatch(
+                att,
+                m.source,
+                s.direction,
+                Category::Short,
+                s.handler,
+                &s.args[..s.argc],
+                None,
+                None,
+            );
+        }
+        ran
+    }
+
+    /// Ends the job: Shorts to a failed peer were never delivered.
+    #[cold]
+    fn report_lost_shorts(&self) -> ! {
+        let lost = self.am_ni.take_lost_immediates().unwrap_or_default();
+        let who: Vec<String> = lost
+            .iter()
+            .map(|l| {
+                let rank = self.peers.iter().position(|p| *p == l.peer);
+                match rank {
+                    Some(r) => format!("rank {r} ({} Short AMs)", l.count),
+                    None => format!("{} ({} Short AMs)", l.peer, l.count),
+                }
+            })
+            .collect();
+        self.fatal(&format!(
+            "{} unreachable: no answer within RGASNET_PEER_TIMEOUT ({} s); it has probably died",
+            if who.is_empty() {
+                "a peer is".to_string()
+            } else {
+                format!("{} is", who.join(", "))
+            },
+            self.config.peer_timeout_secs
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn golden_vector() {
+        let mut out = [0u8; SHORT_MAX];
+        let n = encode(&mut out, 200, Direction::Request, &[1, 0x0403_0201]);
+        assert_eq!(&out[..n], &[200, 1, 2, 0, 1, 0, 0, 0, 1, 2, 3, 4]);
+        let n = encode(&mut out, 201, Direction::Reply, &[]);
+        assert_eq!(&out[..n], &[201, 0, 0, 0]);
+    }
+
+    #[test]
+    fn malformed_shorts_are_refused_with_their_cause() {
+        assert_eq!(decode(&[1, 1]), Err(ShortError::Length { len: 2, argc: 0 }));
+        assert_eq!(
+            decode(&[1, 2, 0, 0]),
+            Err(ShortError::BadHeader {
+                flags: 2,
+                reserved: 0
+            })
+        );
+        assert_eq!(
+            decode(&[1, 0, 0, 9]),
+            Err(ShortError::BadHeader {
+                flags: 0,
+                reserved: 9
+            })
+        );
+        assert_eq!(decode(&[1, 0, 17, 0]), Err(ShortError::TooManyArgs(17)));
+        assert_eq!(
+            decode(&[1, 0, 1, 0, 5, 0, 0]),
+            Err(ShortError::Length { len: 7, argc: 1 })
+        );
+        assert_eq!(
+            decode(&[1, 0, 0, 0, 5]),
+            Err(ShortError::Length { len: 5, argc: 0 })
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(handler: u8, request: bool, args in proptest::collection::vec(any::<u32>(), 0..=16)) {
+            let direction = if request { Direction::Request } else { Direction::Reply };
+            let mut out = [0u8; SHORT_MAX];
+            let n = encode(&mut out, handler, direction, &args);
+            let s = decode(&out[..n]).unwrap();
+            prop_assert_eq!(s.handler, handler);
+            prop_assert_eq!(s.direction, direction);
+            prop_assert_eq!(&s.args[..s.argc], &args[..]);
+        }
+
+        #[test]
+        fn decoding_any_bytes_never_panics(b in proptest::collection::vec(any::<u8>(), 0..80)) {
+            let _ = decode(&b);
+        }
+    }
+}
