@@ -236,6 +236,49 @@ fn arb_header() -> impl Strategy<Value = RequestHeader> {
         )
 }
 
+#[test]
+fn golden_immediate() {
+    let logical = NiKind {
+        matching: Matching::Matching,
+        addressing: Addressing::Logical,
+    };
+    let bytes = encode_immediate_into(vec![9, 9], logical, 0x0102_0304, &[0xaa, 0xbb]).unwrap();
+    assert_eq!(
+        bytes,
+        [0x90, logical.index(), 0x04, 0x03, 0x02, 0x01, 0xaa, 0xbb]
+    );
+    assert_eq!(
+        decode(&bytes).unwrap(),
+        Message::Immediate(Immediate {
+            ni_kind: logical,
+            initiator_rank: 0x0102_0304,
+            payload: &[0xaa, 0xbb],
+        })
+    );
+}
+
+#[test]
+fn bad_immediates_are_typed_errors() {
+    assert_eq!(
+        decode(&[0x90, 0, 1]),
+        Err(ProtoError::Truncated { need: 6, have: 3 })
+    );
+    assert_eq!(
+        decode(&[0x90, 9, 0, 0, 0, 0]),
+        Err(ProtoError::BadNiKind(9))
+    );
+    let mut long = vec![0x90, 0, 0, 0, 0, 0];
+    long.extend_from_slice(&[0; MAX_IMMEDIATE + 1]);
+    assert_eq!(
+        decode(&long),
+        Err(ProtoError::ImmediateTooLarge(MAX_IMMEDIATE + 1))
+    );
+    assert_eq!(
+        encode_immediate_into(Vec::new(), MATCHING_PHYS, 0, &[0; MAX_IMMEDIATE + 1]),
+        Err(ProtoError::ImmediateTooLarge(MAX_IMMEDIATE + 1))
+    );
+}
+
 proptest! {
     #[test]
     fn request_round_trip(h in arb_header(), seed in any::<u8>()) {
@@ -292,6 +335,17 @@ proptest! {
         let data = if reply { vec![0x5a; len as usize] } else { vec![] };
         let bytes = encode_response(&h, &data).unwrap();
         prop_assert_eq!(decode(&bytes).unwrap(), Message::Response(Response { header: h, data: &data }));
+    }
+
+    #[test]
+    fn immediate_round_trip(kind in 0u8..4, rank in any::<u32>(), payload in proptest::collection::vec(any::<u8>(), 0..=MAX_IMMEDIATE)) {
+        let ni_kind = NiKind::from_index(kind).unwrap();
+        let bytes = encode_immediate_into(Vec::new(), ni_kind, rank, &payload).unwrap();
+        prop_assert_eq!(bytes.len(), IMMEDIATE_HEADER_LEN + payload.len());
+        prop_assert_eq!(
+            decode(&bytes).unwrap(),
+            Message::Immediate(Immediate { ni_kind, initiator_rank: rank, payload: &payload })
+        );
     }
 }
 

@@ -4,6 +4,7 @@
 mod atomics;
 mod basics;
 mod flowctrl;
+mod immediates;
 mod matching;
 mod robustness;
 
