@@ -3,7 +3,9 @@
 //! This crate is what a PGAS runtime links against. It joins a job started by `rgasnetrun`
 //! (or `mpirun`), attaches one segment per process, registers active-message handlers and sends
 //! Short, Medium and Long active messages whose headers travel in Portals match bits
-//! (`DESIGN.md` §4), over the Portals network layer (`rgasnet-portals`).
+//! (`DESIGN.md` §4), over the Portals network layer (`rgasnet-portals`). Over the network a
+//! Short travels as an immediate message of that layer instead (`short`): it has no payload
+//! for Portals to place, and skipping the placement halves its round trip.
 //!
 //! ```no_run
 //! use rgasnet::{Category, Client, Handler};
@@ -21,7 +23,8 @@
 //!
 //! Module map: [`config`] (every environment variable), [`matchbits`] (the AM header in match
 //! bits), `payload` (the AM body), [`handlers`] (the handler table), `client` (init, attach),
-//! `send` and `recv` (the AM protocol over Portals), [`Token`] (what a handler gets).
+//! `send` and `recv` (the AM protocol over Portals), `short` (network Shorts), [`Token`]
+//! (what a handler gets).
 #![forbid(unsafe_code)]
 
 mod am;

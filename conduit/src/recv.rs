@@ -18,7 +18,7 @@ use rgasnet_portals::{Event, EventKind, ListKind, NiFail, ProcessId, Region};
 use crate::client::{am_block_spec, Attached, Client, Inner, AM_PT, LONG_DATA_PT};
 use crate::error::AmError;
 use crate::handlers::Category;
-use crate::matchbits::{Direction, MatchBits, MsgType, Protocol, MAX_ARGS};
+use crate::matchbits::{Direction, MatchBits, MsgType, Protocol};
 use crate::payload;
 use crate::scratch::{with_scratch, Scratch};
 use crate::send::lock;
@@ -515,11 +515,6 @@ impl Inner {
         }
         // Borrowed, not cloned: a clone is two atomic read-modify-writes per message.
         let region = &block.region;
-        if header.protocol == Protocol::Short {
-            // A Short body is only its arguments (at most 64 bytes), and nothing reads it
-            // after decoding: copied to the stack, not to the thread's scratch buffer.
-            return Work::Run(self.take_short(region, ev, source, &header));
-        }
         /// What a header decoded into: work, or a Long header to pair with its data (which
         /// needs the whole receive state, borrowed here for the block).
         enum Decoded {
@@ -578,28 +573,6 @@ impl Inner {
         }
         parts.header = Some(pending);
         self.long_complete(rs, key)
-    }
-
-    /// Decodes a Short AM's arguments from its receive block (see [`Inner::take_header`]).
-    fn take_short(
-        &self,
-        region: &Region,
-        ev: &Event,
-        source: u32,
-        header: &crate::matchbits::AmHeader,
-    ) -> Pending {
-        let mut bytes = [0u8; 4 * MAX_ARGS];
-        // A longer body is malformed: `decode` below says so with the length it saw.
-        let len = (ev.mlength as usize).min(bytes.len());
-        let body = &mut bytes[..len];
-        if region.read(ev.start as usize, body).is_err() {
-            self.fatal("an AM event points outside its receive block");
-        }
-        let body = match payload::decode_within(header, body, ev.mlength) {
-            Ok(b) => b,
-            Err(e) => self.fatal(&format!("rank {source} sent a malformed AM: {e}")),
-        };
-        Pending::of(source, header, &body)
     }
 
     /// The Long AM `key` if its header and all its data have arrived (then forgotten).

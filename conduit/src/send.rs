@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use rgasnet_portals::engine::{EqGet, MdHandle, MdSpec, PutArgs, RemoteAddr};
 use rgasnet_portals::memory::BULK_COPY_MIN;
-use rgasnet_portals::proto::{MAX_IMMEDIATE, REQUEST_HEADER_LEN};
+use rgasnet_portals::proto::REQUEST_HEADER_LEN;
 use rgasnet_portals::transport::DEFAULT_FRAGMENT_SIZE;
 use rgasnet_portals::{AckReq, EventKind, MdOptions, NiFail, ProcessId, Region, IN_PLACE_MIN};
 
@@ -32,7 +32,6 @@ use crate::matchbits::{AmHeader, Direction, MatchBits, MsgType, Protocol, MAX_AR
 use crate::payload;
 use crate::recv::in_handler;
 use crate::scratch::{with_scratch, Scratch};
-use crate::short;
 use crate::stall::StallClock;
 use crate::stats::Counters;
 
@@ -337,42 +336,6 @@ impl Inner {
         self.send_body(call, put, body_len, tail, |buf| {
             payload::encode(buf, protocol, args, long_offset, inline)
         })
-    }
-
-    /// Sends a checked AM Short over the network as an immediate message ([`crate::short`]),
-    /// waiting (polling) while too many to `dest` are unconfirmed.
-    fn send_short(
-        &self,
-        call: &'static str,
-        dest: u32,
-        direction: Direction,
-        handler: u8,
-        args: &[u32],
-    ) -> Result<(), AmError> {
-        const _: () = assert!(short::SHORT_MAX <= MAX_IMMEDIATE);
-        let mut bytes = [0u8; short::SHORT_MAX];
-        let len = short::encode(&mut bytes, handler, direction, args);
-        let mut watch = self.stall_clock();
-        loop {
-            // A reply from inside a handler cannot wait (it may not poll): it may exceed the
-            // bound on unconfirmed messages, which only limits memory, by the replies of one
-            // poll's handlers.
-            let sent = self
-                .am_ni
-                .send_immediate(ProcessId::Rank(dest), &bytes[..len], in_handler())
-                .map_err(|source| AmError::Portals { call, source })?;
-            if sent {
-                Counters::bump(&self.stats.sent);
-                return Ok(());
-            }
-            if self.ended_on_network(dest) {
-                // It said its program ended while this waited for room: nothing would run
-                // the handler, and the room may never come.
-                return Err(AmError::PeerLeft { call, rank: dest });
-            }
-            self.waited(&mut watch, call, dest);
-            self.wait_for_send_resources(call)?;
-        }
     }
 
     /// Puts the Long payload straight into the target segment; returns the operation number
@@ -681,7 +644,7 @@ impl Inner {
 
     /// Waits for a send slot to free up: processes acknowledgements and resends, and polls
     /// incoming AMs so that a peer waiting on us can proceed.
-    fn wait_for_send_resources(&self, call: &'static str) -> Result<(), AmError> {
+    pub(crate) fn wait_for_send_resources(&self, call: &'static str) -> Result<(), AmError> {
         if in_handler() {
             return Err(AmError::InHandler { call });
         }

@@ -1,7 +1,10 @@
 //! The network form of an AM Short: an immediate message of the Portals layer
 //! (`rgasnet_portals::engine::immediate`), not a put to the AM portal. A Short carries no
 //! payload, so it needs no receive block, no event and no send slot; skipping them halves the
-//! user-space work of a round trip (see the README's performance section).
+//! user-space work of a round trip (see the README's performance section). This module sends
+//! them ([`Inner::send_short`], bounded by the engine's limit on unconfirmed messages per
+//! peer) and runs the handlers of those a poll's progress round took ([`Inner::run_shorts`]).
+//! Shared memory and loopback keep their own paths.
 //!
 //! Layout (at most 68 bytes, within `MAX_IMMEDIATE`):
 //!
@@ -14,9 +17,15 @@ use std::cell::RefCell;
 use rgasnet_portals::engine::ImmediateMsg;
 use rgasnet_portals::interface::IMMEDIATE_TAKE_MAX;
 
+use rgasnet_portals::proto::MAX_IMMEDIATE;
+use rgasnet_portals::ProcessId;
+
 use crate::client::{Attached, Inner};
+use crate::error::AmError;
 use crate::handlers::Category;
 use crate::matchbits::{Direction, MAX_ARGS};
+use crate::recv::in_handler;
+use crate::stats::Counters;
 
 /// Bytes before the arguments.
 const HEAD: usize = 4;
@@ -139,6 +148,42 @@ pub(crate) fn put_short_buffer(mut buf: Vec<ImmediateMsg>) {
 }
 
 impl Inner {
+    /// Sends a checked AM Short over the network as an immediate message ([`crate::short`]),
+    /// waiting (polling) while too many to `dest` are unconfirmed.
+    pub(crate) fn send_short(
+        &self,
+        call: &'static str,
+        dest: u32,
+        direction: Direction,
+        handler: u8,
+        args: &[u32],
+    ) -> Result<(), AmError> {
+        const _: () = assert!(SHORT_MAX <= MAX_IMMEDIATE);
+        let mut bytes = [0u8; SHORT_MAX];
+        let len = encode(&mut bytes, handler, direction, args);
+        let mut watch = self.stall_clock();
+        loop {
+            // A reply from inside a handler cannot wait (it may not poll): it may exceed the
+            // bound on unconfirmed messages, which only limits memory, by the replies of one
+            // poll's handlers.
+            let sent = self
+                .am_ni
+                .send_immediate(ProcessId::Rank(dest), &bytes[..len], in_handler())
+                .map_err(|source| AmError::Portals { call, source })?;
+            if sent {
+                Counters::bump(&self.stats.sent);
+                return Ok(());
+            }
+            if self.ended_on_network(dest) {
+                // It said its program ended while this waited for room: nothing would run
+                // the handler, and the room may never come.
+                return Err(AmError::PeerLeft { call, rank: dest });
+            }
+            self.waited(&mut watch, call, dest);
+            self.wait_for_send_resources(call)?;
+        }
+    }
+
     /// Runs the handlers of the Shorts a progress round took (emptying `shorts`); returns how
     /// many ran. `lost` is the interface's count of immediate messages lost with failed peers:
     /// any is fatal, as an AM put to a failed peer is.
