@@ -59,7 +59,7 @@ impl Engine {
     /// Sends `payload` (at most [`MAX_IMMEDIATE`] bytes) as an immediate message to `target` on
     /// the logical NI `ni`. Returns `false`, sending nothing, when [`IMMEDIATE_OUTSTANDING_MAX`]
     /// immediates to that peer are unconfirmed, unless `force`. A message to this interface
-    /// itself is queued for taking at once.
+    /// itself is queued for taking at once, or refused the same way while the backlog is full.
     pub fn send_immediate(
         &mut self,
         ni: NiHandle,
@@ -83,6 +83,10 @@ impl Engine {
             ));
         }
         if peer == self.local {
+            // Bounded by this engine's own backlog, which only its owner's taking drains.
+            if self.immediate_backlog_full() && !force {
+                return Ok(false);
+            }
             self.queue_immediate(ni, my_rank, payload);
             return Ok(true);
         }

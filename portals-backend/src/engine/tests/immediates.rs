@@ -179,6 +179,29 @@ fn an_immediate_to_this_interface_is_queued_at_once() {
 }
 
 #[test]
+fn sends_to_this_interface_stop_at_a_full_backlog_unless_forced() {
+    let mut net = Net::new(1, MATCHING_LOGICAL);
+    let ni = net.ni[0];
+    for _ in 0..IMMEDIATE_BACKLOG_MAX {
+        assert!(net.e[0]
+            .send_immediate(ni, ProcessId::Rank(0), b"s", false)
+            .unwrap());
+    }
+    assert!(!net.e[0]
+        .send_immediate(ni, ProcessId::Rank(0), b"s", false)
+        .unwrap());
+    assert!(net.e[0]
+        .send_immediate(ni, ProcessId::Rank(0), b"s", true)
+        .unwrap());
+    let mut out = Vec::new();
+    net.e[0].take_immediates(ni, &mut out, 2);
+    assert!(net.e[0]
+        .send_immediate(ni, ProcessId::Rank(0), b"s", false)
+        .unwrap());
+    assert_eq!(net.e[0].immediates_waiting(), IMMEDIATE_BACKLOG_MAX);
+}
+
+#[test]
 fn bad_immediates_are_refused_at_the_sender() {
     let mut net = Net::new(2, MATCHING_LOGICAL);
     let big = [0u8; MAX_IMMEDIATE + 1];
