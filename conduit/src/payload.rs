@@ -98,11 +98,7 @@ pub(crate) fn decode_prefix<'a>(
 }
 
 /// Decodes the start of a body of `total` bytes; `body` holds at least its prefix.
-pub(crate) fn decode_within<'a>(
-    h: &AmHeader,
-    body: &'a [u8],
-    total: u64,
-) -> Result<Body<'a>, BodyError> {
+fn decode_within<'a>(h: &AmHeader, body: &'a [u8], total: u64) -> Result<Body<'a>, BodyError> {
     let expected = body_len(h);
     let err = BodyError {
         got: total,

@@ -1,7 +1,8 @@
 //! The network form of an AM Short: an immediate message of the Portals layer
 //! (`rgasnet_portals::engine::immediate`), not a put to the AM portal. A Short carries no
-//! payload, so it needs no receive block, no event and no send slot; skipping them halves the
-//! user-space work of a round trip (see the README's performance section). This module sends
+//! payload, so it needs no receive block, no event and no send slot; skipping them took the
+//! AM Short round trip from 1.39 to 1.15 times the raw UDP round trip on the development
+//! machine (see the README's performance section). This module sends
 //! them ([`Inner::send_short`], bounded by the engine's limit on unconfirmed messages per
 //! peer) and runs the handlers of those a poll's progress round took ([`Inner::run_shorts`]).
 //! Shared memory and loopback keep their own paths.
