@@ -560,17 +560,6 @@ impl Inner {
             self.wait_for_send_resources(call)?;
         };
         let offset = args.local_offset;
-        // A reply of a small slot leaves ahead of the ACK of its request (see
-        // `Ni::put_answer`); a large one is dominated by its copy, and leaves as before.
-        let how = if answer && small {
-            Start::Answer
-        } else {
-            Start::Plain
-        };
-        if body_len == 0 {
-            // Nothing to encode or copy (an AM Short without arguments).
-            return self.start_put(call, att, &args, how);
-        }
         // The slot is ours until its ACK. Encoding happens only now, after any polling above,
         // because a handler run by that polling may itself send (and use the buffer).
         with_scratch(&ENCODE, |buf| {
@@ -587,6 +576,13 @@ impl Inner {
             {
                 self.fatal("send slot outside its buffer");
             }
+            // A reply of a small slot leaves ahead of the ACK of its request (see
+            // `Ni::put_answer`); a large one is dominated by its copy, and leaves as before.
+            let how = if answer && small {
+                Start::Answer
+            } else {
+                Start::Plain
+            };
             self.start_put(call, att, &args, how)
         })
     }
