@@ -58,8 +58,11 @@ pub(crate) struct Attached {
     pub(crate) am_eq: EqHandle,
     pub(crate) send: Mutex<SendState>,
     pub(crate) recv: Mutex<RecvState>,
-    /// The non-matching NI's list entry over the segment (held for the client's lifetime).
-    pub(crate) _rma_le: MeHandle,
+    /// The non-matching NI's list entry over the segment (held for the client's lifetime;
+    /// `None` while a segment that comes later is not bound).
+    pub(crate) _rma_le: Option<MeHandle>,
+    /// The segment [`Client::bind_segment`] served, for an attach with [`SegmentSpec::Later`].
+    pub(crate) bound: OnceLock<BoundSegment>,
     /// Each class of send slots, smallest first, and its MD (the regions never change, so
     /// they live outside the lock).
     pub(crate) send_slots: [(Region, MdHandle); crate::send::SLOT_CLASS_COUNT],
@@ -121,7 +124,12 @@ impl Client {
     /// with the `mpi` feature): reads the configuration, bootstraps, brings up the network
     /// interface and learns every rank's address.
     pub fn init() -> Result<Client, InitError> {
-        let config = Config::from_env()?;
+        Client::init_with_config(Config::from_env()?)
+    }
+
+    /// [`init`](Self::init) with a configuration the caller read (and perhaps adjusted, as the
+    /// C ABI does to keep shared memory to the runtime above it) instead of the environment.
+    pub fn init_with_config(config: Config) -> Result<Client, InitError> {
         let boot = Bootstrap::from_env()?;
         if config.verbose_env && boot.rank() == 0 {
             eprint!("{}", config.describe());
@@ -254,26 +262,53 @@ impl Client {
         internal: Vec<Handler>,
         handlers: Vec<Handler>,
     ) -> Result<Vec<u8>, AttachError> {
+        self.attach_spec(AttachSpec {
+            segment: SegmentSpec::Allocate(segment_size),
+            internal,
+            handlers,
+            open: None,
+        })
+    }
+
+    /// The general attach: [`attach_with_internal`](Self::attach_with_internal), plus a
+    /// segment that may come later ([`SegmentSpec::Later`], then
+    /// [`bind_segment`](Self::bind_segment)) and an open handler for every index nobody
+    /// registered. Collective.
+    pub fn attach_spec(&self, spec: AttachSpec) -> Result<Vec<u8>, AttachError> {
         let inner = &*self.inner;
         if inner.attached.get().is_some() {
             return Err(AttachError::AlreadyAttached);
         }
+        let segment_size = match spec.segment {
+            SegmentSpec::Allocate(size) => Some(size),
+            SegmentSpec::Later => None,
+        };
         let limit = inner.config.max_segsize;
-        if segment_size > limit || usize::try_from(segment_size).is_err() {
-            return Err(AttachError::SegmentTooLarge {
-                requested: segment_size,
-                limit,
-            });
+        if let Some(size) = segment_size {
+            if size > limit || usize::try_from(size).is_err() {
+                return Err(AttachError::SegmentTooLarge {
+                    requested: size,
+                    limit,
+                });
+            }
         }
         let mut table = HandlerTable::new();
         crate::internal::register(&mut table);
-        table.register_reserved(internal)?;
-        let indices = table.register_client(handlers)?;
+        table.register_reserved(spec.internal)?;
+        let indices = table.register_client(spec.handlers)?;
+        if let Some(open) = spec.open {
+            table.set_open(open);
+        }
 
         let cfg = &inner.config;
         let page = 4096u64;
-        let seg_len = segment_size.div_ceil(page) * page;
-        let (segment, shm) = crate::shm::attach(inner, &inner.supernode, seg_len as usize)?;
+        // A segment that comes later is served by `bind_segment`; until then the AM layer
+        // has an empty one, and Long AMs of the registered handlers cannot land anywhere.
+        let seg_len = segment_size.map_or(0, |size| size.div_ceil(page) * page);
+        let (segment, shm) = match segment_size {
+            Some(_) => crate::shm::attach(inner, &inner.supernode, seg_len as usize)?,
+            None => (Region::new(0), None),
+        };
 
         let am_ni = &inner.am_ni;
         // One EQ for everything that arrives (AM headers, Long data, unlinks, flow control),
@@ -321,25 +356,10 @@ impl Client {
         let rma_ni = &inner.rma_ni;
         let rma_eq = rma_ni.eq_alloc(64)?;
         rma_ni.pt_alloc(PtOptions::empty(), Some(rma_eq), RMA_PT)?;
-        let rma_le = rma_ni.le_append(
-            RMA_PT,
-            LeSpec {
-                region: segment.clone(),
-                offset: 0,
-                length: seg_len,
-                ct: None,
-                uid: UID_ANY,
-                // IN_PLACE_REPLY: a large get is answered from the segment itself, not from
-                // a copy in the reply message.
-                options: MeOptions::OP_PUT
-                    | MeOptions::OP_GET
-                    | MeOptions::EVENT_LINK_DISABLE
-                    | MeOptions::EVENT_SUCCESS_DISABLE
-                    | MeOptions::IN_PLACE_REPLY,
-            },
-            ListKind::Priority,
-            0,
-        )?;
+        let rma_le = match segment_size {
+            Some(_) => Some(rma_segment_entry(rma_ni, &segment)?),
+            None => None,
+        };
 
         let send = SendState::new();
         // IN_PLACE: a slot stays reserved until its put's ACK (see `send`), so a large AM
@@ -363,15 +383,10 @@ impl Client {
             .try_into()
             .map_err(|_| AttachError::Internal("a send slot class without its MD"))?;
 
-        let sizes = inner.boot.allgather(&seg_len.to_le_bytes())?;
-        let mut segment_sizes = Vec::with_capacity(sizes.len());
-        for (rank, b) in sizes.iter().enumerate() {
-            let arr: [u8; 8] = b
-                .as_slice()
-                .try_into()
-                .map_err(|_| AttachError::BadPeerSegment { rank: rank as u32 })?;
-            segment_sizes.push(u64::from_le_bytes(arr));
-        }
+        let segment_sizes = match segment_size {
+            Some(_) => self.exchange_segment_sizes(seg_len)?,
+            None => vec![0; inner.size as usize],
+        };
         let attached = Attached {
             segment,
             segment_sizes,
@@ -380,6 +395,7 @@ impl Client {
             send: Mutex::new(send),
             recv: Mutex::new(recv),
             _rma_le: rma_le,
+            bound: OnceLock::new(),
             send_slots,
             send_eq,
             shm,
@@ -408,7 +424,7 @@ impl Client {
     pub fn peer_segment(&self, rank: u32) -> Option<&Region> {
         let a = self.inner.attached.get()?;
         if rank == self.inner.rank {
-            return Some(&a.segment);
+            return Some(a.bound.get().map_or(&a.segment, |b| &b.segment));
         }
         a.shm.as_ref()?.node.segment(rank)
     }
@@ -485,13 +501,15 @@ impl Client {
 
     /// This rank's segment (`None` before attach).
     pub fn segment(&self) -> Option<&Region> {
-        self.inner.attached.get().map(|a| &a.segment)
+        let a = self.inner.attached.get()?;
+        Some(a.bound.get().map_or(&a.segment, |b| &b.segment))
     }
 
     /// The size of `rank`'s segment (`None` before attach or for a rank outside the job).
     pub fn segment_size(&self, rank: u32) -> Option<u64> {
         let a = self.inner.attached.get()?;
-        a.segment_sizes.get(rank as usize).copied()
+        let sizes = a.bound.get().map_or(&a.segment_sizes, |b| &b.sizes);
+        sizes.get(rank as usize).copied()
     }
 
     /// Ends the whole job with `code`, from any rank, without the other ranks' cooperation.
@@ -504,6 +522,110 @@ impl Client {
     pub fn stats(&self) -> crate::stats::AmStats {
         self.inner.stats.snapshot()
     }
+}
+
+/// Where the segment of an attach comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentSpec {
+    /// rgasnet allocates a segment of this many bytes (rounded up to pages), shared with the
+    /// supernode when it has other members.
+    Allocate(u64),
+    /// The segment is memory the caller owns, served later through
+    /// [`Client::bind_segment`]: a runtime that allocates its segment itself (GASNet-EX
+    /// does, after its active messages already run). Until then put/get find no segment.
+    Later,
+}
+
+/// Called for an active message whose handler index nobody registered: the token, the
+/// message's category, its arguments and its payload (as a registered handler gets them).
+pub type OpenHandlerFn =
+    std::sync::Arc<dyn Fn(&crate::Token<'_>, crate::Category, &[u32], &[u8]) + Send + Sync>;
+
+/// Everything [`Client::attach_spec`] sets up.
+pub struct AttachSpec {
+    /// The segment.
+    pub segment: SegmentSpec,
+    /// rgasnet's own handlers (fixed indices 0–127), for layers built on the client.
+    pub internal: Vec<Handler>,
+    /// The client's handlers (indices 128–255).
+    pub handlers: Vec<Handler>,
+    /// Runs every message to an index without a handler, of any category and argument
+    /// count, instead of refusing it (a foreign runtime with its own handler table: the C
+    /// ABI). Without it such a send is [`crate::AmError::UnregisteredHandler`].
+    pub open: Option<OpenHandlerFn>,
+}
+
+/// A segment served after attach ([`Client::bind_segment`]).
+pub(crate) struct BoundSegment {
+    pub(crate) segment: Region,
+    pub(crate) sizes: Vec<u64>,
+    /// The list entry that serves it to put/get (held for the client's lifetime).
+    pub(crate) _le: MeHandle,
+}
+
+impl Client {
+    /// Collective, once, after an attach with [`SegmentSpec::Later`]: serves `segment` (memory
+    /// the caller owns, wrapped in a [`Region`]) to other ranks' put and get, and exchanges
+    /// every rank's segment size. A rank with nothing to serve passes an empty region.
+    pub fn bind_segment(&self, segment: Region) -> Result<(), AttachError> {
+        let inner = &*self.inner;
+        let Some(att) = inner.attached.get() else {
+            return Err(AttachError::NotAttached);
+        };
+        if att._rma_le.is_some() || att.bound.get().is_some() {
+            return Err(AttachError::SegmentAlreadyBound);
+        }
+        let le = rma_segment_entry(&inner.rma_ni, &segment)?;
+        let sizes = self.exchange_segment_sizes(segment.len() as u64)?;
+        let bound = BoundSegment {
+            segment,
+            sizes,
+            _le: le,
+        };
+        if att.bound.set(bound).is_err() {
+            return Err(AttachError::SegmentAlreadyBound);
+        }
+        inner.boot.barrier()?;
+        Ok(())
+    }
+
+    /// Collective: every rank's segment length, by rank.
+    fn exchange_segment_sizes(&self, len: u64) -> Result<Vec<u64>, AttachError> {
+        let sizes = self.inner.boot.allgather(&len.to_le_bytes())?;
+        let mut segment_sizes = Vec::with_capacity(sizes.len());
+        for (rank, b) in sizes.iter().enumerate() {
+            let arr: [u8; 8] = b
+                .as_slice()
+                .try_into()
+                .map_err(|_| AttachError::BadPeerSegment { rank: rank as u32 })?;
+            segment_sizes.push(u64::from_le_bytes(arr));
+        }
+        Ok(segment_sizes)
+    }
+}
+
+/// The list entry that serves `segment` to put and get on the non-matching NI: the target
+/// sees nothing unless something fails.
+fn rma_segment_entry(rma_ni: &Ni, segment: &Region) -> Result<MeHandle, rgasnet_portals::PtlError> {
+    rma_ni.le_append(
+        RMA_PT,
+        LeSpec {
+            region: segment.clone(),
+            offset: 0,
+            length: segment.len() as u64,
+            ct: None,
+            uid: UID_ANY,
+            // IN_PLACE_REPLY: a large get is answered from the segment itself, not from a
+            // copy in the reply message.
+            options: MeOptions::OP_PUT
+                | MeOptions::OP_GET
+                | MeOptions::EVENT_LINK_DISABLE
+                | MeOptions::EVENT_SUCCESS_DISABLE
+                | MeOptions::IN_PLACE_REPLY,
+        },
+        ListKind::Priority,
+        0,
+    )
 }
 
 /// The supernode of this rank: ranks on the same host (hostname and boot id, exchanged through

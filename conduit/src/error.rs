@@ -67,6 +67,12 @@ pub enum AttachError {
     /// An internal invariant failed (a bug in rgasnet).
     #[error("internal error during attach: {0}")]
     Internal(&'static str),
+    /// `bind_segment` before attach.
+    #[error("bind_segment: the client is not attached; attach with SegmentSpec::Later first")]
+    NotAttached,
+    /// `bind_segment` on a client that already has its segment.
+    #[error("bind_segment: this client already serves a segment (attach allocated one, or bind_segment ran before)")]
+    SegmentAlreadyBound,
     /// A peer published a malformed segment description.
     #[error("rank {rank} published a malformed segment description during attach")]
     BadPeerSegment {

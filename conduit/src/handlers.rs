@@ -137,17 +137,29 @@ pub(crate) struct Entry {
     pub(crate) func: HandlerFn,
 }
 
-/// The 256-entry table.
+/// The 256-entry table, and the open handler that takes every index without an entry.
 #[derive(Clone)]
 pub(crate) struct HandlerTable {
     entries: Vec<Option<Entry>>,
+    open: Option<crate::client::OpenHandlerFn>,
 }
 
 impl HandlerTable {
     pub(crate) fn new() -> Self {
         HandlerTable {
             entries: vec![None; 256],
+            open: None,
         }
+    }
+
+    /// Sends to and messages for indices without an entry go to `open`.
+    pub(crate) fn set_open(&mut self, open: crate::client::OpenHandlerFn) {
+        self.open = Some(open);
+    }
+
+    /// The open handler, if one was set.
+    pub(crate) fn open(&self) -> Option<&crate::client::OpenHandlerFn> {
+        self.open.as_ref()
     }
 
     /// Registers rgasnet's own handlers at their fixed reserved indices (0–127).

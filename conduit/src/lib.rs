@@ -47,7 +47,8 @@ mod stats;
 mod token;
 
 pub use client::{
-    buffer_region, Client, Limits, AM_PT, LONG_DATA_PT, MAX_LONG, MAX_MEDIUM, RMA_PT,
+    buffer_region, AttachSpec, Client, Limits, OpenHandlerFn, SegmentSpec, AM_PT, LONG_DATA_PT,
+    MAX_LONG, MAX_MEDIUM, RMA_PT,
 };
 pub use error::{AmError, AttachError, InitError};
 pub use finish::LINGER_QUIET;

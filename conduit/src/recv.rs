@@ -737,25 +737,34 @@ impl Inner {
         long: Option<(u64, u64)>,
         carried: Option<&[u8]>,
     ) {
-        let Some(entry) = att.handlers.get(handler) else {
-            self.fatal(&format!(
-                "rank {source} sent a {category} {} to handler {handler}, which is not registered on this rank",
-                if direction == Direction::Request {
-                    "request"
-                } else {
-                    "reply"
-                },
-            ))
-        };
-        if entry.category != category {
-            self.fatal(&format!(
-                "rank {source} sent a {category} AM to handler {handler} (`{}`), registered as {}",
-                entry.name, entry.category
-            ));
-        }
         // Borrowed, not cloned: the table lives as long as `att`, and an `Arc` clone would be
         // two atomic read-modify-writes per message on the shared-memory fast path.
-        let func = &entry.func;
+        let open_call;
+        let func: &dyn Fn(&Token<'_>, &[u32], &[u8]) = match att.handlers.get(handler) {
+            Some(entry) => {
+                if entry.category != category {
+                    self.fatal(&format!(
+                        "rank {source} sent a {category} AM to handler {handler} (`{}`), registered as {}",
+                        entry.name, entry.category
+                    ));
+                }
+                &*entry.func
+            }
+            None => match att.handlers.open() {
+                Some(open) => {
+                    open_call = move |t: &Token<'_>, a: &[u32], p: &[u8]| open(t, category, a, p);
+                    &open_call
+                }
+                None => self.fatal(&format!(
+                    "rank {source} sent a {category} {} to handler {handler}, which is not registered on this rank",
+                    if direction == Direction::Request {
+                        "request"
+                    } else {
+                        "reply"
+                    },
+                )),
+            },
+        };
         let token = Token {
             client: self,
             source,

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rgasnet::{Category, Client, Handler, MappedSegment};
+use rgasnet::{AttachSpec, Category, Client, Handler, MappedSegment, SegmentSpec};
 use rgasnet_portals::engine::{Engine, EqGet, EqHandle, MdHandle, MdSpec};
 use rgasnet_portals::interface::{Interface, Ni};
 use rgasnet_portals::{EventKind, MdOptions, NiFail, Region};
@@ -152,17 +152,34 @@ impl Extended {
         segment_size: u64,
         handlers: Vec<Handler>,
     ) -> Result<(Extended, Vec<u8>), ExtAttachError> {
-        let cap = client.config().extended_event_queue_length;
-        if cap < 16 {
-            return Err(ExtAttachError::EventQueueTooShort(cap));
-        }
-        let core = Arc::new(Core {
-            client: client.clone(),
-            ops: Ops::new(SMALL_SLOTS),
-            barrier: Barrier::new(client.rank(), client.size()),
-        });
+        let core = new_core(client)?;
         let internal = internal_handlers(&core);
         let indices = client.attach_with_internal(segment_size, internal, handlers)?;
+        let ext = Extended::over_segment(core)?;
+        Ok((ext, indices))
+    }
+
+    /// Collective: attaches `client` as `spec` says, with a segment that comes later
+    /// ([`rgasnet::SegmentSpec::Later`]; the spec's own segment is ignored), and registers the
+    /// extended API's handlers next to `spec.internal`. Active messages run from here on;
+    /// put and get once [`PendingExtended::bind_segment`] served the segment. For a runtime
+    /// that allocates its segment itself, after its active messages already run (GASNet-EX,
+    /// through the C ABI).
+    pub fn attach_later(
+        client: &Client,
+        mut spec: AttachSpec,
+    ) -> Result<(PendingExtended, Vec<u8>), ExtAttachError> {
+        let core = new_core(client)?;
+        spec.segment = SegmentSpec::Later;
+        spec.internal.extend(internal_handlers(&core));
+        let indices = client.attach_spec(spec)?;
+        Ok((PendingExtended { core }, indices))
+    }
+
+    /// The rest of attach, once the client has its segment.
+    fn over_segment(core: Arc<Core>) -> Result<Extended, ExtAttachError> {
+        let client = &core.client.clone();
+        let cap = client.config().extended_event_queue_length;
         let segment = client
             .segment()
             .cloned()
@@ -211,7 +228,7 @@ impl Extended {
             sets: Mutex::new(Vec::new()),
             core,
         };
-        Ok((Extended { sh: Arc::new(sh) }, indices))
+        Ok(Extended { sh: Arc::new(sh) })
     }
 
     /// The client this API runs on.
@@ -252,6 +269,47 @@ impl Extended {
         self.sh
             .wait_until("poll", Some(Duration::ZERO), |_, _| Ok(true))
     }
+}
+
+/// An extended API attached with [`Extended::attach_later`]: its handlers run, its segment
+/// is not served yet.
+pub struct PendingExtended {
+    core: Arc<Core>,
+}
+
+impl std::fmt::Debug for PendingExtended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingExtended")
+            .field("rank", &self.core.client.rank())
+            .finish()
+    }
+}
+
+impl PendingExtended {
+    /// The client this API runs on.
+    pub fn client(&self) -> &Client {
+        &self.core.client
+    }
+
+    /// Collective: serves `segment` (see [`Client::bind_segment`]) and completes the extended
+    /// API over it.
+    pub fn bind_segment(self, segment: Region) -> Result<Extended, ExtAttachError> {
+        self.core.client.bind_segment(segment)?;
+        Extended::over_segment(self.core)
+    }
+}
+
+/// The state the extended API's handlers reach, after checking the configuration.
+fn new_core(client: &Client) -> Result<Arc<Core>, ExtAttachError> {
+    let cap = client.config().extended_event_queue_length;
+    if cap < 16 {
+        return Err(ExtAttachError::EventQueueTooShort(cap));
+    }
+    Ok(Arc::new(Core {
+        client: client.clone(),
+        ops: Ops::new(SMALL_SLOTS),
+        barrier: Barrier::new(client.rank(), client.size()),
+    }))
 }
 
 /// Binds a descriptor over all of `region` that reports full events (not SENDs) to `eq`.

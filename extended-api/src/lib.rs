@@ -51,6 +51,6 @@ mod ops;
 pub use barrier::BarrierFlags;
 pub use error::{ExtAttachError, ExtError};
 pub use explicit::NbHandle;
-pub use ext::{Extended, NB_WINDOW_BYTES};
+pub use ext::{Extended, PendingExtended, NB_WINDOW_BYTES};
 pub use nbi::{AccessRegion, Nbi, NBI_WINDOW, NBI_WINDOW_BYTES};
 pub use rgasnet_portals::NiFail;
