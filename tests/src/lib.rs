@@ -64,24 +64,32 @@ fn bin_dir() -> PathBuf {
 
 /// The `rgasnetrun` binary of this build, building it first if this test run did not.
 pub fn rgasnetrun() -> PathBuf {
+    build_artifact(
+        "rgasnetrun",
+        &["-p", "rgasnet-launcher", "--bin", "rgasnetrun"],
+    )
+}
+
+/// The C ABI's static library (`librgasnet_capi.a`) of this build, building it first if this
+/// test run did not. Its header is `capi/include/rgasnet.h`.
+pub fn capi_static_lib() -> PathBuf {
+    build_artifact("librgasnet_capi.a", &["-p", "rgasnet-capi", "--lib"])
+}
+
+/// `target/<profile>/name`, built with `cargo build <args>` in this build's profile when it is
+/// missing.
+fn build_artifact(name: &str, args: &[&str]) -> PathBuf {
     let dir = bin_dir();
-    let path = dir.join("rgasnetrun");
+    let path = dir.join(name);
     if !path.exists() {
         let release = dir.ends_with("release");
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.args([
-            "build",
-            "-q",
-            "-p",
-            "rgasnet-launcher",
-            "--bin",
-            "rgasnetrun",
-        ]);
+        cmd.args(["build", "-q"]).args(args);
         if release {
             cmd.arg("--release");
         }
-        let st = cmd.status().expect("run cargo build for rgasnetrun");
-        assert!(st.success(), "building rgasnetrun failed");
+        let st = cmd.status().expect("run cargo build");
+        assert!(st.success(), "building {name} failed");
     }
     path
 }
