@@ -511,22 +511,64 @@ pub extern "C" fn rgasnet_am_max_long() -> usize {
     RGASNET_AM_MAX_LONG
 }
 
-fn request(
-    call: &'static str,
-    rank: u32,
+/// An AM as C passes it: pointers not yet checked.
+struct RawAm {
     handler: u8,
     category: Category,
-    a: *const u32,
-    n: u32,
+    args: *const u32,
+    nargs: u32,
     src: *const c_void,
     nbytes: usize,
     dest: u64,
-) -> i32 {
+}
+
+impl RawAm {
+    fn short(handler: u8, args: *const u32, nargs: u32) -> RawAm {
+        RawAm::new(
+            handler,
+            Category::Short,
+            args,
+            nargs,
+            std::ptr::null(),
+            0,
+            0,
+        )
+    }
+
+    fn new(
+        handler: u8,
+        category: Category,
+        args: *const u32,
+        nargs: u32,
+        src: *const c_void,
+        nbytes: usize,
+        dest: u64,
+    ) -> RawAm {
+        RawAm {
+            handler,
+            category,
+            args,
+            nargs,
+            src,
+            nbytes,
+            dest,
+        }
+    }
+
+    fn checked(&self, call: &str) -> Result<state::AmMessage<'_>, CError> {
+        Ok(state::AmMessage {
+            handler: self.handler,
+            category: self.category,
+            args: args(call, self.args, self.nargs)?,
+            payload: bytes(call, self.src, self.nbytes)?,
+            dest: self.dest,
+        })
+    }
+}
+
+fn request(call: &'static str, rank: u32, am: RawAm) -> i32 {
     guard(call, || {
-        let job = state::job(call)?;
-        let a = args(call, a, n)?;
-        let payload = bytes(call, src, nbytes)?;
-        job.request(call, rank, handler, category, a, payload, dest)
+        state::job(call)?.request(call, rank, am.checked(call)?)
     })
 }
 
@@ -541,13 +583,7 @@ pub extern "C" fn rgasnet_am_request_short(
     request(
         "rgasnet_am_request_short",
         rank,
-        handler,
-        Category::Short,
-        args,
-        nargs,
-        std::ptr::null(),
-        0,
-        0,
+        RawAm::short(handler, args, nargs),
     )
 }
 
@@ -564,13 +600,7 @@ pub extern "C" fn rgasnet_am_request_medium(
     request(
         "rgasnet_am_request_medium",
         rank,
-        handler,
-        Category::Medium,
-        args,
-        nargs,
-        src,
-        nbytes,
-        0,
+        RawAm::new(handler, Category::Medium, args, nargs, src, nbytes, 0),
     )
 }
 
@@ -589,33 +619,14 @@ pub extern "C" fn rgasnet_am_request_long(
     request(
         "rgasnet_am_request_long",
         rank,
-        handler,
-        Category::Long,
-        args,
-        nargs,
-        src,
-        nbytes,
-        dest_addr,
+        RawAm::new(handler, Category::Long, args, nargs, src, nbytes, dest_addr),
     )
 }
 
-fn reply(
-    call: &'static str,
-    token: *const rgasnet_token,
-    handler: u8,
-    category: Category,
-    a: *const u32,
-    n: u32,
-    src: *const c_void,
-    nbytes: usize,
-    dest: u64,
-) -> i32 {
+fn reply(call: &'static str, token: *const rgasnet_token, am: RawAm) -> i32 {
     guard(call, || {
-        let a = args(call, a, n)?;
-        let payload = bytes(call, src, nbytes)?;
-        with_token(call, token, |t| {
-            state::reply(call, t, handler, category, a, payload, dest)
-        })
+        let msg = am.checked(call)?;
+        with_token(call, token, |t| state::reply(call, t, msg))
     })
 }
 
@@ -630,13 +641,7 @@ pub extern "C" fn rgasnet_am_reply_short(
     reply(
         "rgasnet_am_reply_short",
         token,
-        handler,
-        Category::Short,
-        args,
-        nargs,
-        std::ptr::null(),
-        0,
-        0,
+        RawAm::short(handler, args, nargs),
     )
 }
 
@@ -653,13 +658,7 @@ pub extern "C" fn rgasnet_am_reply_medium(
     reply(
         "rgasnet_am_reply_medium",
         token,
-        handler,
-        Category::Medium,
-        args,
-        nargs,
-        src,
-        nbytes,
-        0,
+        RawAm::new(handler, Category::Medium, args, nargs, src, nbytes, 0),
     )
 }
 
@@ -677,13 +676,7 @@ pub extern "C" fn rgasnet_am_reply_long(
     reply(
         "rgasnet_am_reply_long",
         token,
-        handler,
-        Category::Long,
-        args,
-        nargs,
-        src,
-        nbytes,
-        dest_addr,
+        RawAm::new(handler, Category::Long, args, nargs, src, nbytes, dest_addr),
     )
 }
 

@@ -218,25 +218,22 @@ impl Job {
         served.iter().any(|&(a, l)| inside(addr, len, a, l))
     }
 
-    /// Sends a request of `category` (Long: `dest` is the address at the target).
+    /// Sends `msg` as a request to `rank`.
     pub(crate) fn request(
         &self,
         call: &'static str,
         rank: u32,
-        handler: u8,
-        category: Category,
-        args: &[u32],
-        payload: &[u8],
-        dest: u64,
+        msg: AmMessage<'_>,
     ) -> Result<(), CError> {
         self.am(call)?;
-        check_handler(call, handler)?;
+        check_handler(call, msg.handler)?;
         let c = &self.client;
-        match category {
-            Category::Short => c.am_request_short(rank, handler, args)?,
-            Category::Medium => c.am_request_medium(rank, handler, args, payload)?,
-            Category::Long => with_long_body(call, handler, payload, dest, |body| {
-                c.am_request_medium(rank, H_LONG, args, body)
+        let (h, a, p) = (msg.handler, msg.args, msg.payload);
+        match msg.category {
+            Category::Short => c.am_request_short(rank, h, a)?,
+            Category::Medium => c.am_request_medium(rank, h, a, p)?,
+            Category::Long => with_long_body(call, h, p, msg.dest, |body| {
+                c.am_request_medium(rank, H_LONG, a, body)
             })?,
         }
         Ok(())
@@ -568,22 +565,31 @@ impl HandleTable {
     }
 }
 
-/// A handler's reply through `token` (Long: `dest` is the address at the requester).
+/// An active message to send.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AmMessage<'a> {
+    pub(crate) handler: u8,
+    pub(crate) category: Category,
+    pub(crate) args: &'a [u32],
+    /// Empty for a Short.
+    pub(crate) payload: &'a [u8],
+    /// Long: the address the payload lands at in the target process.
+    pub(crate) dest: u64,
+}
+
+/// A handler's reply `msg` through `token`.
 pub(crate) fn reply(
     call: &'static str,
     token: &rgasnet::Token<'_>,
-    handler: u8,
-    category: Category,
-    args: &[u32],
-    payload: &[u8],
-    dest: u64,
+    msg: AmMessage<'_>,
 ) -> Result<(), CError> {
-    check_handler(call, handler)?;
-    match category {
-        Category::Short => token.reply_short(handler, args)?,
-        Category::Medium => token.reply_medium(handler, args, payload)?,
-        Category::Long => with_long_body(call, handler, payload, dest, |body| {
-            token.reply_medium(H_LONG, args, body)
+    check_handler(call, msg.handler)?;
+    let (h, a, p) = (msg.handler, msg.args, msg.payload);
+    match msg.category {
+        Category::Short => token.reply_short(h, a)?,
+        Category::Medium => token.reply_medium(h, a, p)?,
+        Category::Long => with_long_body(call, h, p, msg.dest, |body| {
+            token.reply_medium(H_LONG, a, body)
         })?,
     }
     Ok(())

@@ -740,7 +740,7 @@ impl Inner {
         // Borrowed, not cloned: the table lives as long as `att`, and an `Arc` clone would be
         // two atomic read-modify-writes per message on the shared-memory fast path.
         let open_call;
-        let func: &dyn Fn(&Token<'_>, &[u32], &[u8]) = match att.handlers.get(handler) {
+        let func: &HandlerBody<'_> = match att.handlers.get(handler) {
             Some(entry) => {
                 if entry.category != category {
                     self.fatal(&format!(
@@ -803,3 +803,7 @@ impl Inner {
         }
     }
 }
+
+/// What a handler runs: a registered handler's function, or the open handler bound to the
+/// message's category.
+type HandlerBody<'a> = dyn Fn(&Token<'_>, &[u32], &[u8]) + 'a;
