@@ -255,11 +255,10 @@ static int gasnetc_init(gex_Client_t *client_p, gex_EP_t *ep_p, gex_TM_t *tm_p,
   gasnetc_rg_up = 1;
 
   /* GASNet catches SIGINT, SIGTERM, SIGHUP and SIGQUIT (and clients may rely
-     on raising them), but rgasnetrun currently starts ranks with SIGHUP,
-     SIGINT and SIGTERM blocked (inherited from its own signal thread setup).
-     Unblock them in this thread, and so in every thread the client starts
-     later; rgasnet's own threads, started by rgasnet_init(), keep them
-     blocked, so these signals reach GASNet's handlers in client threads. */
+     on raising them). rgasnetrun starts ranks with no signal blocked, but a
+     rank started some other way (mpirun, a wrapper script) may inherit a mask
+     that holds them back: unblock them in this thread, and so in every thread
+     the client starts later. */
   {
     sigset_t sigs;
     sigemptyset(&sigs);

@@ -176,6 +176,24 @@ fn programs_that_never_bootstrap_are_supervised() {
 }
 
 #[test]
+fn ranks_start_with_no_signal_blocked() {
+    // The launcher blocks the signals it waits for; a rank must not inherit that mask, or it
+    // could neither be stopped with SIGTERM nor die of a SIGINT it raises.
+    let r = run(
+        launcher(&["-n", "2", "/bin/grep", "SigBlk", "/proc/self/status"]),
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let masks: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(
+        masks,
+        vec!["SigBlk:\t0000000000000000"; 2],
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
 fn rank_environment_is_documented_and_complete() {
     let prog = check_prog();
     let r = run(

@@ -265,6 +265,14 @@ pub(crate) fn exec_shim(args: &[OsString]) -> i32 {
             return 137;
         }
     }
+    // The launcher blocks the signals it waits for (SIGINT, SIGTERM, SIGHUP), and a mask
+    // survives exec: without this, a rank could not be stopped politely, and a program that
+    // raises SIGINT (GASNet's testexit 4) would hang instead of dying.
+    let _ = nix::sys::signal::sigprocmask(
+        nix::sys::signal::SigmaskHow::SIG_SETMASK,
+        Some(&nix::sys::signal::SigSet::empty()),
+        None,
+    );
     let err = Command::new(program)
         .args(rest)
         .env_remove(env::SHIM_PARENT)
