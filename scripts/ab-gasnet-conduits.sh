@@ -11,8 +11,9 @@
 #        against udp-conduit;
 #   shm  two ranks on GASNet's PSHM: rgasnet-conduit (which leaves same-host peers to PSHM)
 #        against smp-conduit.
-# Also runs rgasnet's own Rust testam/testsmall on the network path in the same rotation, to
-# show what the C boundary costs. Prints every run, then one table of medians.
+# Also runs rgasnet's own Rust testam/testsmall on both paths in the same rotation: on the
+# network path to show what the C boundary costs, on shared memory to compare rgasnet's PSHM
+# with GASNet's (the conduit uses GASNet's). Prints every run, then one table of medians.
 set -euo pipefail
 if [ $# -lt 1 ]; then
     sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
@@ -51,10 +52,11 @@ run() {
         udp) (cd "$build/udp-conduit" && env "${env[@]}" GASNET_SPAWNFN=L timeout 300 "./$t" 2 $a) ;;
         smp) (cd "$build/smp-conduit" && GASNET_PSHM_NODES=2 timeout 300 "./$t" $a) ;;
         rust)
-            local bin=$root/target/release
+            local bin=$root/target/release pshm
+            pshm=$([ "$path" = net ] && echo 0 || echo 1)
             case $t in
-                testam) RGASNET_PSHM=0 timeout 300 "$bin/rgasnetrun" -n 2 "$bin/testam" -i 2000 --max-size 8 --sections AB --no-baseline ;;
-                testsmall) RGASNET_PSHM=0 timeout 300 "$bin/rgasnetrun" -n 2 "$bin/testsmall" -i 4000 --max-size 8 --no-baseline ;;
+                testam) RGASNET_PSHM=$pshm timeout 300 "$bin/rgasnetrun" -n 2 "$bin/testam" -i 2000 --max-size 8 --sections AB --no-baseline ;;
+                testsmall) RGASNET_PSHM=$pshm timeout 300 "$bin/rgasnetrun" -n 2 "$bin/testsmall" -i 4000 --max-size 8 --no-baseline ;;
             esac ;;
     esac 2>&1
 }
@@ -75,7 +77,7 @@ extract() {
 
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
-plan=("rgasnet net" "udp net" "rust net" "rgasnet shm" "smp shm")
+plan=("rgasnet net" "udp net" "rust net" "rgasnet shm" "smp shm" "rust shm")
 for i in $(seq 1 "$n"); do
     for t in $tests; do
         # Rotate the order each repeat.
@@ -95,9 +97,9 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)
 med() { awk -v c="$1" -v p="$2" -v m="$3" '$2 == c && $3 == p && $4 == m { print $5 }' "$results" | median; }
 echo
 echo "Medians of $n alternating runs (2 ranks, this host; us lower is better, MB/s higher is better)"
-printf '%-14s %12s %12s %8s %12s %12s %12s %8s\n' figure rgasnet-net udp-net ratio rust-net rgasnet-shm smp-shm ratio
+printf '%-14s %12s %12s %8s %12s %12s %12s %8s %12s\n' figure rgasnet-net udp-net ratio rust-net rgasnet-shm smp-shm ratio rust-shm
 for m in am_short_us am_medium8_us put8_us get8_us barrier_us put1m_MBps get1m_MBps; do
-    rn=$(med rgasnet net $m) un=$(med udp net $m) ru=$(med rust net $m) rs=$(med rgasnet shm $m) ss=$(med smp shm $m)
+    rn=$(med rgasnet net $m) un=$(med udp net $m) ru=$(med rust net $m) rs=$(med rgasnet shm $m) ss=$(med smp shm $m) rr=$(med rust shm $m)
     ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
-    printf '%-14s %12s %12s %8s %12s %12s %12s %8s\n' "$m" "$rn" "$un" "$(ratio "$rn" "$un")" "$ru" "$rs" "$ss" "$(ratio "$rs" "$ss")"
+    printf '%-14s %12s %12s %8s %12s %12s %12s %8s %12s\n' "$m" "$rn" "$un" "$(ratio "$rn" "$un")" "$ru" "$rs" "$ss" "$(ratio "$rs" "$ss")" "$rr"
 done

@@ -23,6 +23,19 @@ else
     echo "SKIPPED: rgasnet-launcher --features mpi (tests/mpi.rs) — Open MPI or libclang missing; fix: apt-get install -y openmpi-bin libopenmpi-dev libclang-dev" >>"$skip_log"
 fi
 
+# GASNet-EX's own tests on the rgasnet conduit, when the GASNet-EX release is at hand (CI has
+# it in ../shared/vendor). Built inside this clone, in target/gasnet-ex, once per run.
+gasnet_tarball=${GASNET_TARBALL:-../shared/vendor/GASNet-2025.8.0.tar.gz}
+if [ -f "$gasnet_tarball" ] && command -v autoconf >/dev/null && command -v automake >/dev/null; then
+    echo "== GASNet-EX with the rgasnet conduit (scripts/gasnet-ex.sh, scripts/gasnet-ex-tests.sh)"
+    scripts/gasnet-ex.sh "$gasnet_tarball" target/gasnet-ex
+    scripts/gasnet-ex-tests.sh target/gasnet-ex
+elif [ -f "$gasnet_tarball" ]; then
+    echo "SKIPPED: GASNet-EX tests on the rgasnet conduit — autoconf or automake missing; fix: apt-get install -y autoconf automake" >>"$skip_log"
+else
+    echo "SKIPPED: GASNet-EX tests on the rgasnet conduit — $gasnet_tarball not found; set GASNET_TARBALL to a GASNet-EX 2025.8.0 release" >>"$skip_log"
+fi
+
 echo "== skipped tests"
 if [ -s "$skip_log" ]; then
     sort -u "$skip_log"
