@@ -368,7 +368,7 @@ int32_t rgasnet_try_sync_nbi(int32_t which);
 
 /**
  * Ends the whole job with `code`: every rank stops and the launcher exits with `code`.
- * Never returns.
+ * Never returns; safe to call again (from an exit handler, another thread) while ending.
  */
 void rgasnet_exit(int32_t code) __attribute__((noreturn));
 

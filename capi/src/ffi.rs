@@ -9,7 +9,7 @@ use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rgasnet::{Category, Handler, OpenHandlerFn, Token};
@@ -298,7 +298,34 @@ impl Dispatch {
 
 fn fatal(job: &Job, msg: &str) -> ! {
     eprintln!("rgasnet: fatal error on rank {}: {msg}", job.client.rank());
-    job.client.exit(1)
+    exit_job(1)
+}
+
+/// Set by the first call that ends the job.
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// Ends the job with `code`, once. Ending runs the process's exit handlers, and a C runtime
+/// registers its own exit among them (GASNet-EX does), which calls `rgasnet_exit` again: that
+/// second call, or one from another thread meanwhile, leaves at once with `_exit`, since the
+/// launcher already has the code.
+fn exit_job(code: i32) -> ! {
+    // Relaxed: only one caller may win; nothing is published through the flag.
+    if EXITING.swap(true, Ordering::Relaxed) {
+        // SAFETY: fflush(NULL) flushes every C stream (no pointer involved); _exit ends the
+        // process without running exit handlers again, which is the point.
+        unsafe {
+            libc::fflush(std::ptr::null_mut());
+            libc::_exit(code)
+        }
+    }
+    // SAFETY: fflush(NULL) flushes every open C output stream, so that what the program
+    // printed is not lost when the launcher stops the other ranks.
+    unsafe { libc::fflush(std::ptr::null_mut()) };
+    let job = catch_unwind(state::job_if_any).ok().flatten();
+    match job {
+        Some(job) => job.client.exit(code),
+        None => std::process::exit(code),
+    }
 }
 
 /// Process memory the C caller owns, served as a segment: 8-byte aligned, a whole number of
@@ -900,12 +927,8 @@ pub extern "C" fn rgasnet_try_sync_nbi(which: i32) -> i32 {
 }
 
 /// Ends the whole job with `code`: every rank stops and the launcher exits with `code`.
-/// Never returns.
+/// Never returns; safe to call again (from an exit handler, another thread) while ending.
 #[no_mangle]
 pub extern "C" fn rgasnet_exit(code: i32) -> ! {
-    let job = catch_unwind(state::job_if_any).ok().flatten();
-    match job {
-        Some(job) => job.client.exit(code),
-        None => std::process::exit(code),
-    }
+    exit_job(code)
 }

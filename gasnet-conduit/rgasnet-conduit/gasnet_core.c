@@ -373,6 +373,21 @@ extern int gasnetc_amregister(gex_AM_Index_t index, gex_AM_Entry_t *entry) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Any segment bound to an endpoint: Longs (and so GASNet's AM-based put/get,
+ * which serves segments rgasnet's RMA does not) may land in it. Not
+ * collective; the primordial segment is also bound for RMA by the attach hook. */
+
+extern int gasnetc_ep_bindsegment_hook(gasneti_EP_t i_ep, gasneti_Segment_t i_segment,
+                                       gex_Flags_t flags) {
+  (void)i_ep;
+  (void)flags;
+  if (i_segment->_size == 0) return GASNET_OK;
+  int32_t rc = rgasnet_am_serve_memory(i_segment->_addr, (size_t)i_segment->_size);
+  if (rc != RGASNET_OK) return gasnetc_rg_error("rgasnet_am_serve_memory(bound segment)", rc);
+  return GASNET_OK;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Segment: hand the attached client segment to rgasnet (collective), then
  * learn every rank's segment for the put/get range checks. */
 

@@ -56,6 +56,9 @@
 /* The client segment is handed to rgasnet (rgasnet_segment_bind) once GASNet
  * has mapped and exchanged it. */
 #define GASNETC_SEGMENT_ATTACH_HOOK 1
+/* every segment bound to an endpoint (gex_EP_BindSegment, client-allocated ones included)
+   becomes memory that AM Longs, and so the AM-based put/get, may land in */
+#define GASNETC_EP_BINDSEGMENT_HOOK 1
 
 /* ---- statistics and signals -------------------------------------------- */
 #define GASNETC_CONDUIT_STATS(CNT,VAL,TIME)
