@@ -185,12 +185,7 @@ fn ranks_start_with_no_signal_blocked() {
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let masks: Vec<&str> = r.stdout.lines().collect();
-    assert_eq!(
-        masks,
-        vec!["SigBlk:\t0000000000000000"; 2],
-        "{}",
-        r.stdout
-    );
+    assert_eq!(masks, vec!["SigBlk:\t0000000000000000"; 2], "{}", r.stdout);
 }
 
 #[test]
