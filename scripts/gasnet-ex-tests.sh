@@ -6,7 +6,8 @@
 #   net   shared memory off (GASNET_SUPERNODE_MAXSIZE=1: every pair over rgasnet)
 #   sn2   2 supernodes of 2 (4 ranks, GASNET_SUPERNODE_MAXSIZE=2)
 # plus testexit's exit-code cases (1-13; 51-55 in PAR), testthreads in PAR, and a hello
-# world built against the installed conduit as a user builds one (tests/gasnet/).
+# world built against the installed conduit as a user builds one, and the errors of bad AM
+# calls (tests/gasnet/).
 #
 #   scripts/gasnet-ex-tests.sh DIR
 #
@@ -127,7 +128,7 @@ done
 
 echo "== a user's hello world against the installed conduit"
 log=$logs/hello.log
-if make -s -f "$root/tests/gasnet/Makefile" GASNET="$dir/install" OUT="$work/hello" >"$log" 2>&1; then
+if make -s -f "$root/tests/gasnet/Makefile" GASNET="$dir/install" PROG=hello OUT="$work/hello" >"$log" 2>&1; then
     (cd "$work" && timeout 60 "$dir/install/bin/gasnetrun_rgasnet" -n 4 ./hello) >>"$log" 2>&1
     rc=$?
     if [ "$rc" -eq 0 ] && [ "$(grep -c '^hello from rank' "$log")" -eq 4 ] && grep -q "every rank answered" "$log"; then
@@ -137,6 +138,24 @@ if make -s -f "$root/tests/gasnet/Makefile" GASNET="$dir/install" OUT="$work/hel
     fi
 else
     fail "hello world: build with rgasnet-seq.mak" "$log"
+fi
+
+echo "== bad AM calls return GASNet's errors (tests/gasnet/errors.c)"
+log=$logs/errors-build.log
+if make -s -f "$root/tests/gasnet/Makefile" GASNET="$dir/install" PROG=errors OUT="$work/errors" >"$log" 2>&1; then
+    for layout in pshm net; do
+        log=$logs/errors-$layout.log
+        (cd "$work" && env $(layout_env $layout) timeout 60 "$dir/install/bin/gasnetrun_rgasnet" -n 2 ./errors) >"$log" 2>&1
+        rc=$?
+        if [ "$rc" -eq 0 ] && [ "$(grep -c '(ok)' "$log")" -eq 12 ] && [ "$(grep -c ': done' "$log")" -eq 2 ] &&
+            ! grep -q -e ERROR -e "fatal signal" "$log"; then
+            pass "errors $layout"
+        else
+            fail "errors $layout (exit status $rc)" "$log"
+        fi
+    done
+else
+    fail "errors: build with rgasnet-seq.mak" "$log"
 fi
 
 echo "== GASNet-EX on rgasnet: $passed passed, $failed failed"
