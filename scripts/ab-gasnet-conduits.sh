@@ -11,6 +11,7 @@
 #        against udp-conduit;
 #   shm  two ranks on GASNet's PSHM: rgasnet-conduit (which leaves same-host peers to PSHM)
 #        against smp-conduit.
+# TESTS="testam testsmall" limits the run to some of the four benchmarks.
 # Also runs rgasnet's own Rust testam/testsmall on both paths in the same rotation: on the
 # network path to show what the C boundary costs, on shared memory to compare rgasnet's PSHM
 # with GASNet's (the conduit uses GASNet's). Prints every run, then one table of medians.
@@ -24,7 +25,7 @@ n=${2:-5}
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$dir/build
 [ -d "$build/rgasnet-conduit" ] || { echo "ab-gasnet-conduits.sh: $build/rgasnet-conduit missing: run scripts/gasnet-ex.sh first" >&2; exit 2; }
-tests="testam testsmall testlarge testbarrier"
+tests=${TESTS:-testam testsmall testlarge testbarrier}
 for c in rgasnet udp smp; do
     make -s -C "$build/$c-conduit" $tests >/dev/null 2>&1 ||
         { echo "ab-gasnet-conduits.sh: building $tests for $c-conduit failed" >&2; exit 1; }

@@ -351,6 +351,9 @@ impl Memory for CMemory {
     }
 
     fn write_bytes(&self, offset: usize, src: &[u8]) -> bool {
+        if !self.bulk_ok(offset, src.len()) {
+            return false;
+        }
         // SAFETY: the caller (Region) checked `offset + src.len()` against the length, which
         // is within the mapping; `src` is an engine buffer, not this memory.
         unsafe {
@@ -364,6 +367,9 @@ impl Memory for CMemory {
     }
 
     fn read_bytes(&self, offset: usize, dst: &mut [u8]) -> bool {
+        if !self.bulk_ok(offset, dst.len()) {
+            return false;
+        }
         // SAFETY: as for write_bytes, in the other direction.
         unsafe {
             std::ptr::copy_nonoverlapping(
@@ -376,6 +382,9 @@ impl Memory for CMemory {
     }
 
     fn append_bytes(&self, offset: usize, len: usize, out: &mut Vec<u8>) -> bool {
+        if !self.bulk_ok(offset, len) {
+            return false;
+        }
         out.reserve(len);
         let at = out.len();
         // SAFETY: `len` bytes were reserved past `at`; the source range was checked by the
@@ -389,6 +398,44 @@ impl Memory for CMemory {
             out.set_len(at + len);
         }
         true
+    }
+
+    fn copy_from_words(
+        &self,
+        offset: usize,
+        src: &[AtomicU64],
+        src_offset: usize,
+        len: usize,
+    ) -> bool {
+        let src_fits = src_offset
+            .checked_add(len)
+            .is_some_and(|end| end <= src.len() * 8);
+        if !self.bulk_ok(offset, len) || !src_fits {
+            return false;
+        }
+        // SAFETY: both ranges lie inside their memory (checked above), valid for this call;
+        // writing through the destination is what the C caller's segment is for, and the
+        // source is `AtomicU64` storage (an `UnsafeCell`). `copy` (memmove): the source may be
+        // this very segment. Racing accesses to the same bytes are excluded by the contract
+        // on `Send`/`Sync` above.
+        unsafe {
+            let from = src.as_ptr().cast::<u8>().add(src_offset);
+            let to = self.base.as_ptr().cast::<u8>().add(offset);
+            std::ptr::copy(from, to, len);
+        }
+        true
+    }
+}
+
+impl CMemory {
+    /// Whether a bulk copy of `len` bytes at `offset` may be a plain `memcpy`: inside the
+    /// memory, and on a little-endian host (where the region's byte layout, little-endian
+    /// words, is the memory's own).
+    fn bulk_ok(&self, offset: usize, len: usize) -> bool {
+        cfg!(target_endian = "little")
+            && offset
+                .checked_add(len)
+                .is_some_and(|end| end <= self.words * 8)
     }
 }
 
@@ -809,7 +856,13 @@ pub extern "C" fn rgasnet_put(rank: u32, dest_addr: u64, src: *const c_void, nby
 pub extern "C" fn rgasnet_get(dest: *mut c_void, rank: u32, src_addr: u64, nbytes: usize) -> i32 {
     const CALL: &str = "rgasnet_get";
     guard(CALL, || {
-        state::job(CALL)?.get(bytes_mut(CALL, dest, nbytes)?, rank, src_addr)
+        let job = state::job(CALL)?;
+        if !dest.is_null() {
+            if let Some(r) = job.get_to_own_segment(rank, src_addr, dest as u64, nbytes) {
+                return r;
+            }
+        }
+        job.get(bytes_mut(CALL, dest, nbytes)?, rank, src_addr)
     })
 }
 

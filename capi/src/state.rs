@@ -242,13 +242,11 @@ impl Job {
     /// Progress without blocking.
     pub(crate) fn poll(&self) -> Result<(), CError> {
         const CALL: &str = "rgasnet_poll";
-        let am = self.am(CALL)?;
-        match am.ext.get() {
-            Some(ext) => ext.poll()?,
-            None => {
-                self.client.poll()?;
-            }
-        }
+        self.am(CALL)?;
+        // The AM layer's poll drives the whole network interface; the extended API's
+        // completions are taken by the waits and tests of their handles, so a second pass
+        // through the interface (`Extended::poll`) would only cost the caller's spin loop.
+        self.client.poll()?;
         Ok(())
     }
 
@@ -276,12 +274,52 @@ impl Job {
         Ok(addr - base)
     }
 
+    /// The offset in this rank's own bound segment of the `len` bytes at `local` (a buffer
+    /// of this process), if they lie inside it: such a put leaves from the segment in place
+    /// and such a get lands there directly, with no copy through a bounce buffer (GASNet's
+    /// benchmarks, like most PGAS programs, move data between segments).
+    fn own_segment_offset(&self, local: *const u8, len: usize) -> Option<u64> {
+        let am = self.am.get()?;
+        let &(base, seg_len) = am.segments.get()?.get(self.client.rank() as usize)?;
+        let at = local as u64;
+        inside(at, len as u64, base, seg_len).then(|| at - base)
+    }
+
     /// Blocking put.
     pub(crate) fn put(&self, rank: u32, addr: u64, src: &[u8]) -> Result<(), CError> {
         const CALL: &str = "rgasnet_put";
         let off = self.offset(CALL, rank, addr, src.len())?;
-        self.ext(CALL)?.put_bulk(rank, off, src)?;
+        let ext = self.ext(CALL)?;
+        match self.own_segment_offset(src.as_ptr(), src.len()) {
+            Some(local) if rank != self.client.rank() => {
+                ext.put_from_segment(rank, off, local, src.len() as u64)?
+            }
+            _ => ext.put_bulk(rank, off, src)?,
+        }
         Ok(())
+    }
+
+    /// Blocking get into `len` bytes at `local` when they lie in this rank's own bound
+    /// segment: the reply lands there directly. `None` (nothing done) for any other
+    /// destination, which then goes through [`Job::get`]. Takes the address, not a slice: the
+    /// engine writes that memory through the segment while this runs.
+    pub(crate) fn get_to_own_segment(
+        &self,
+        rank: u32,
+        addr: u64,
+        local: u64,
+        len: usize,
+    ) -> Option<Result<(), CError>> {
+        const CALL: &str = "rgasnet_get";
+        let at = self.own_segment_offset(local as *const u8, len)?;
+        if rank == self.client.rank() {
+            return None;
+        }
+        Some((|| {
+            let off = self.offset(CALL, rank, addr, len)?;
+            self.ext(CALL)?.get_to_segment(at, rank, off, len as u64)?;
+            Ok(())
+        })())
     }
 
     /// Blocking get.

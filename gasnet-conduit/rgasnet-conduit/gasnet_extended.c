@@ -213,6 +213,43 @@ extern gex_Event_t gasnete_put_nb(gex_TM_t tm, gex_Rank_t rank, void *dest, void
 }
 
 /* ------------------------------------------------------------------------ */
+/* Blocking put/get: rgasnet's blocking calls, which poll the network (running the AMs that
+ * arrive through it) until the operation completed; ranges rgasnet does not serve wait on
+ * the AM-based path. */
+
+extern int gasnete_get(gex_TM_t tm, void *dest, gex_Rank_t rank, void *src, size_t nbytes,
+                       gex_Flags_t flags GASNETI_THREAD_FARG) {
+  gasneti_assert(!gasnete_mapped_at(tm, rank, src));
+  gex_Rank_t jobrank = gasneti_e_tm_rank_to_jobrank(tm, rank);
+  if (gasnetc_rg_in_segment(jobrank, src, nbytes)) {
+    int32_t rc = rgasnet_get(dest, jobrank, (uint64_t)(uintptr_t)src, nbytes);
+    if_pt (rc == RGASNET_OK) {
+      gasneti_sync_writes();
+      return 0;
+    }
+    gasnete_rg_rma_failed("rgasnet_get()", rc, jobrank, src, nbytes);
+  }
+  gasnete_wait(gasnete_amref_get_nb(tm, dest, rank, src, nbytes, flags GASNETI_THREAD_PASS)
+               GASNETI_THREAD_PASS);
+  return 0;
+}
+
+extern int gasnete_put(gex_TM_t tm, gex_Rank_t rank, void *dest, void *src, size_t nbytes,
+                       gex_Flags_t flags GASNETI_THREAD_FARG) {
+  gasneti_assert(!gasnete_mapped_at(tm, rank, dest));
+  gex_Rank_t jobrank = gasneti_e_tm_rank_to_jobrank(tm, rank);
+  if (gasnetc_rg_in_segment(jobrank, dest, nbytes)) {
+    int32_t rc = rgasnet_put(jobrank, (uint64_t)(uintptr_t)dest, src, nbytes);
+    if_pt (rc == RGASNET_OK) return 0;
+    gasnete_rg_rma_failed("rgasnet_put()", rc, jobrank, dest, nbytes);
+  }
+  gasnete_wait(gasnete_amref_put_nb(tm, rank, dest, src, nbytes, GEX_EVENT_DEFER, flags
+                                    GASNETI_THREAD_PASS)
+               GASNETI_THREAD_PASS);
+  return 0;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Implicit-event put/get: counted in the calling thread's current iop (the
  * default one, or that of an open access region) */
 

@@ -36,6 +36,11 @@
     extern gasneti_auxseg_request_t gasnete_barr_auxseg_alloc(gasnet_seginfo_t *auxseg_info);
 #define GASNETE_AUXSEG_FNS() gasnete_barr_auxseg_alloc,
 
+/* blocking put/get wait inside rgasnet (its blocking calls poll the network and run the
+   AMs that arrive through it) instead of spinning on an nb handle through gasnet_AMPoll */
+#define GASNETI_DIRECT_BLOCKING_GET 1
+#define GASNETI_DIRECT_BLOCKING_PUT 1
+
 /* put/get are this conduit's own (gasnet_extended.c) ... */
 #define GASNETE_USING_REF_EXTENDED_GET 0
 #define GASNETE_USING_REF_EXTENDED_PUT 0

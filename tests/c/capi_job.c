@@ -211,6 +211,13 @@ int main(void) {
     memset(back, 0, slice);
     CHECK(rgasnet_get(back, peer, at, slice) == RGASNET_OK, "get slice");
     CHECK(memcmp(back, buf, slice) == 0, "blocking put/get data");
+    /* From and into this rank's own segment (sent in place, landing directly). */
+    uint8_t *lsrc = seg + SEG_LEN - 3 * slice, *ldst = seg + SEG_LEN - 2 * slice;
+    for (size_t i = 0; i < slice; i++) lsrc[i] = pattern(me + 21, i);
+    CHECK(rgasnet_put(peer, at, lsrc, slice) == RGASNET_OK, "put from the segment");
+    memset(ldst, 0, slice);
+    CHECK(rgasnet_get(ldst, peer, at, slice) == RGASNET_OK, "get into the segment");
+    for (size_t i = 0; i < slice; i++) CHECK(ldst[i] == pattern(me + 21, i), "segment put/get byte %zu", i);
     /* nb */
     rgasnet_handle hp = 0, hg = 0;
     for (size_t i = 0; i < slice; i++) buf[i] = pattern(me + 7, i);
