@@ -35,6 +35,9 @@ pub const RGASNET_SYNC_GETS: i32 = 2;
 /// Puts and gets.
 pub const RGASNET_SYNC_ALL: i32 = 3;
 
+/// Smallest blocking put or get that leaves from / lands in the caller's own segment in place.
+const IN_PLACE_MIN: usize = 4096;
+
 /// The handle of an explicit-handle operation that completed at once.
 pub const RGASNET_HANDLE_DONE: u64 = 0;
 
@@ -279,6 +282,11 @@ impl Job {
     /// and such a get lands there directly, with no copy through a bounce buffer (GASNet's
     /// benchmarks, like most PGAS programs, move data between segments).
     fn own_segment_offset(&self, local: *const u8, len: usize) -> Option<u64> {
+        // A small transfer is copied anyway (into the message, out of the reply): the
+        // segment path only saves the copies of large ones.
+        if len < IN_PLACE_MIN {
+            return None;
+        }
         let am = self.am.get()?;
         let &(base, seg_len) = am.segments.get()?.get(self.client.rank() as usize)?;
         let at = local as u64;

@@ -555,7 +555,7 @@ extern int gasnetc_AMPoll(GASNETI_THREAD_FARG_ALONE) {
   /* With the whole job in one neighborhood rgasnet carries no AM or RMA of
      ours; it is still polled now and then for its own housekeeping. */
   static unsigned int skip = 0;
-  if (gasneti_mysupernode.grp_count > 1 || !(0x3f & skip++)) {
+  if (gasneti_mysupernode.grp_count > 1 || !(0x3ff & skip++)) {
     int32_t rc = rgasnet_poll();
     if_pf (rc != RGASNET_OK) retval = gasnetc_rg_error("rgasnet_poll()", rc);
   }
