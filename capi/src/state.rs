@@ -184,16 +184,21 @@ impl Job {
     /// Rank `rank`'s bound segment.
     pub(crate) fn segment_of(&self, rank: u32) -> Result<(u64, u64), CError> {
         const CALL: &str = "rgasnet_segment_query";
-        let am = self.am(CALL)?;
-        let segs = am.segments.get().ok_or_else(|| {
-            CError::new(
-                RGASNET_ERR_NOT_INIT,
-                format!("{CALL}: rgasnet_segment_bind has not been called"),
-            )
-        })?;
+        let segs = self.segments(CALL)?;
         segs.get(rank as usize)
             .copied()
             .ok_or_else(|| bad_rank(CALL, rank, segs.len()))
+    }
+
+    /// Every rank's bound segment, or `NOT_INIT` naming `call`.
+    fn segments(&self, call: &str) -> Result<&[(u64, u64)], CError> {
+        let am = self.am(call)?;
+        am.segments.get().map(Vec::as_slice).ok_or_else(|| {
+            CError::new(
+                RGASNET_ERR_NOT_INIT,
+                format!("{call}: rgasnet_segment_bind has not been called"),
+            )
+        })
     }
 
     /// Lets Longs land in `[addr, addr + len)` of this process.
@@ -255,13 +260,7 @@ impl Job {
 
     /// `rank`'s segment offset of `[addr, addr + len)`, checked against its bound segment.
     fn offset(&self, call: &str, rank: u32, addr: u64, len: usize) -> Result<u64, CError> {
-        let am = self.am(call)?;
-        let segs = am.segments.get().ok_or_else(|| {
-            CError::new(
-                RGASNET_ERR_NOT_INIT,
-                format!("{call}: rgasnet_segment_bind has not been called"),
-            )
-        })?;
+        let segs = self.segments(call)?;
         let &(base, seg_len) = segs
             .get(rank as usize)
             .ok_or_else(|| bad_rank(call, rank, segs.len()))?;
