@@ -67,21 +67,23 @@ pub fn rgasnetrun() -> PathBuf {
     build_artifact(
         "rgasnetrun",
         &["-p", "rgasnet-launcher", "--bin", "rgasnetrun"],
+        false,
     )
 }
 
-/// The C ABI's static library (`librgasnet_capi.a`) of this build, building it first if this
-/// test run did not. Its header is `capi/include/rgasnet.h`.
+/// The C ABI's static library (`librgasnet_capi.a`) of this build, brought up to date first
+/// (a test run does not build a dependency's static library by itself). Its header is
+/// `capi/include/rgasnet.h`.
 pub fn capi_static_lib() -> PathBuf {
-    build_artifact("librgasnet_capi.a", &["-p", "rgasnet-capi", "--lib"])
+    build_artifact("librgasnet_capi.a", &["-p", "rgasnet-capi", "--lib"], true)
 }
 
 /// `target/<profile>/name`, built with `cargo build <args>` in this build's profile when it is
-/// missing.
-fn build_artifact(name: &str, args: &[&str]) -> PathBuf {
+/// missing, or every time with `always`.
+fn build_artifact(name: &str, args: &[&str], always: bool) -> PathBuf {
     let dir = bin_dir();
     let path = dir.join(name);
-    if !path.exists() {
+    if always || !path.exists() {
         let release = dir.ends_with("release");
         let mut cmd = Command::new(env!("CARGO"));
         cmd.args(["build", "-q"]).args(args);
