@@ -1,22 +1,27 @@
-//! The `extern "C"` functions, and the crate's only `unsafe`: C pointers become slices and
+//! The `extern "C"` functions and, with `dispatch` and `memory`, the crate's only `unsafe`: C pointers become slices and
 //! regions here, C handlers are called here, and Long payloads are copied to their C address
 //! here. Every function catches panics ([`guard`]) and checks its pointers, tokens and handles
 //! before using them; the safe work happens in `state`.
 #![allow(unsafe_code)]
 #![allow(non_camel_case_types)]
 
+mod dispatch;
+mod memory;
+
+use dispatch::{exit_job, Dispatch};
+use memory::CMemory;
+
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use rgasnet::{Category, Handler, OpenHandlerFn, Token};
-use rgasnet_portals::memory::{Memory, BULK_COPY_MIN};
 use rgasnet_portals::Region;
 
-use crate::state::{self, Job, RGASNET_AM_MAX_ARGS, RGASNET_AM_MAX_LONG};
+use crate::state::{self, RGASNET_AM_MAX_ARGS, RGASNET_AM_MAX_LONG};
 use crate::status::*;
 
 /// AM category of a Short (arguments only).
@@ -172,274 +177,6 @@ fn with_token<R>(
     let t = unsafe { &*(*token).token };
     f(t)
 }
-
-/// The C dispatch function and its context.
-#[derive(Clone, Copy)]
-struct Dispatch {
-    f: unsafe extern "C" fn(
-        *mut c_void,
-        *const rgasnet_token,
-        u8,
-        i32,
-        *const u32,
-        u32,
-        *mut c_void,
-        usize,
-    ),
-    ctx: usize,
-}
-
-impl Dispatch {
-    /// Calls the C handler with `token` current.
-    fn call(
-        self,
-        token: &Token<'_>,
-        handler: u8,
-        category: i32,
-        args: &[u32],
-        payload: *mut c_void,
-        nbytes: usize,
-    ) {
-        let cell = rgasnet_token {
-            token: (token as *const Token<'_>).cast::<Token<'static>>(),
-        };
-        let prev = CURRENT.with(|c| c.replace(&cell));
-        // SAFETY: `f` is the dispatch function the C caller registered for exactly this call;
-        // the pointers passed are valid for its duration (args: a live slice; payload: see the
-        // callers; token: `cell`, alive until after the call).
-        unsafe {
-            (self.f)(
-                self.ctx as *mut c_void,
-                &cell,
-                handler,
-                category,
-                args.as_ptr(),
-                args.len() as u32,
-                payload,
-                nbytes,
-            )
-        };
-        CURRENT.with(|c| c.set(prev));
-    }
-
-    fn short_or_medium(self, token: &Token<'_>, category: Category, args: &[u32], payload: &[u8]) {
-        match category {
-            Category::Short => self.call(
-                token,
-                token.handler(),
-                RGASNET_AM_SHORT,
-                args,
-                std::ptr::null_mut(),
-                0,
-            ),
-            // A Long to an open index cannot happen: Longs travel through the carrier.
-            Category::Medium | Category::Long => {
-                let words = payload.len().div_ceil(8);
-                let run = |buf: &mut Vec<u64>| {
-                    buf.clear();
-                    buf.resize(words.max(1), 0);
-                    let p = buf.as_mut_ptr().cast::<u8>();
-                    // SAFETY: `buf` holds at least `payload.len()` bytes (words * 8), does not
-                    // overlap `payload`, and is exclusively borrowed here.
-                    unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), p, payload.len()) };
-                    self.call(
-                        token,
-                        token.handler(),
-                        RGASNET_AM_MEDIUM,
-                        args,
-                        p.cast(),
-                        payload.len(),
-                    );
-                };
-                MEDIUM.with(|m| match m.try_borrow_mut() {
-                    Ok(mut buf) => run(&mut buf),
-                    Err(_) => run(&mut Vec::new()),
-                });
-            }
-        }
-    }
-
-    /// The carrier of Longs: copies the data to its address (if this process serves it),
-    /// then calls the C handler.
-    fn long(self, job: &Job, token: &Token<'_>, args: &[u32], body: &[u8]) {
-        let Some((dest, handler, data)) = state::parse_long(body) else {
-            fatal(
-                job,
-                &format!(
-                    "rank {} sent a malformed Long AM ({} bytes)",
-                    token.source(),
-                    body.len()
-                ),
-            );
-        };
-        if !data.is_empty() {
-            if !job.may_land(dest, data.len() as u64) || usize::try_from(dest).is_err() {
-                fatal(job, &format!(
-                    "rank {} sent a Long AM of {} bytes to address {dest:#x}, outside every segment this rank serves (rgasnet_segment_bind, rgasnet_am_serve_memory)",
-                    token.source(), data.len()
-                ));
-            }
-            // SAFETY: `[dest, dest + len)` lies inside memory this process registered with
-            // rgasnet_segment_bind or rgasnet_am_serve_memory (checked just above), which the
-            // C caller keeps mapped and writable while the job runs; `data` is rgasnet's
-            // receive buffer, which cannot overlap it.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dest as *mut u8, data.len()) };
-        }
-        self.call(
-            token,
-            handler,
-            RGASNET_AM_LONG,
-            args,
-            dest as *mut c_void,
-            data.len(),
-        );
-    }
-}
-
-fn fatal(job: &Job, msg: &str) -> ! {
-    eprintln!("rgasnet: fatal error on rank {}: {msg}", job.client.rank());
-    exit_job(1)
-}
-
-/// Set by the first call that ends the job.
-static EXITING: AtomicBool = AtomicBool::new(false);
-
-/// Ends the job with `code`, once. Ending runs the process's exit handlers, and a C runtime
-/// registers its own exit among them (GASNet-EX does), which calls `rgasnet_exit` again: that
-/// second call, or one from another thread meanwhile, leaves at once with `_exit`, since the
-/// launcher already has the code.
-fn exit_job(code: i32) -> ! {
-    // Relaxed: only one caller may win; nothing is published through the flag.
-    if EXITING.swap(true, Ordering::Relaxed) {
-        // SAFETY: fflush(NULL) flushes every C stream (no pointer involved); _exit ends the
-        // process without running exit handlers again, which is the point.
-        unsafe {
-            libc::fflush(std::ptr::null_mut());
-            libc::_exit(code)
-        }
-    }
-    // SAFETY: fflush(NULL) flushes every open C output stream, so that what the program
-    // printed is not lost when the launcher stops the other ranks.
-    unsafe { libc::fflush(std::ptr::null_mut()) };
-    let job = catch_unwind(state::job_if_any).ok().flatten();
-    match job {
-        Some(job) => job.client.exit(code),
-        None => std::process::exit(code),
-    }
-}
-
-/// Process memory the C caller owns, served as a segment: 8-byte aligned, a whole number of
-/// words.
-struct CMemory {
-    base: NonNull<AtomicU64>,
-    words: usize,
-}
-
-// SAFETY: the memory is plain process memory (shared by all threads anyway); every access
-// through `words()` is atomic, and the bulk copies follow the same contract as rgasnet's
-// shared-memory segments: the engine and the program never write the same bytes at once.
-unsafe impl Send for CMemory {}
-// SAFETY: as for Send.
-unsafe impl Sync for CMemory {}
-
-impl Memory for CMemory {
-    fn words(&self) -> &[AtomicU64] {
-        // SAFETY: `base` is non-null and 8-byte aligned, and `words * 8` bytes from it are
-        // memory the C caller keeps mapped for the job's lifetime (rgasnet_segment_bind's
-        // contract); AtomicU64 has the layout of u64, and all access through it is atomic.
-        unsafe { std::slice::from_raw_parts(self.base.as_ptr(), self.words) }
-    }
-
-    fn write_bytes(&self, offset: usize, src: &[u8]) -> bool {
-        if !self.bulk_ok(offset, src.len()) {
-            return false;
-        }
-        // SAFETY: the caller (Region) checked `offset + src.len()` against the length, which
-        // is within the mapping; `src` is an engine buffer, not this memory.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                src.as_ptr(),
-                self.base.as_ptr().cast::<u8>().add(offset),
-                src.len(),
-            )
-        };
-        true
-    }
-
-    fn read_bytes(&self, offset: usize, dst: &mut [u8]) -> bool {
-        if !self.bulk_ok(offset, dst.len()) {
-            return false;
-        }
-        // SAFETY: as for write_bytes, in the other direction.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.base.as_ptr().cast::<u8>().add(offset),
-                dst.as_mut_ptr(),
-                dst.len(),
-            )
-        };
-        true
-    }
-
-    fn append_bytes(&self, offset: usize, len: usize, out: &mut Vec<u8>) -> bool {
-        if !self.bulk_ok(offset, len) {
-            return false;
-        }
-        out.reserve(len);
-        let at = out.len();
-        // SAFETY: `len` bytes were reserved past `at`; the source range was checked by the
-        // caller; the bytes are initialised by the copy before the length covers them.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.base.as_ptr().cast::<u8>().add(offset),
-                out.as_mut_ptr().add(at),
-                len,
-            );
-            out.set_len(at + len);
-        }
-        true
-    }
-
-    fn copy_from_words(
-        &self,
-        offset: usize,
-        src: &[AtomicU64],
-        src_offset: usize,
-        len: usize,
-    ) -> bool {
-        let src_fits = src_offset
-            .checked_add(len)
-            .is_some_and(|end| end <= src.len() * 8);
-        if !self.bulk_ok(offset, len) || !src_fits {
-            return false;
-        }
-        // SAFETY: both ranges lie inside their memory (checked above), valid for this call;
-        // writing through the destination is what the C caller's segment is for, and the
-        // source is `AtomicU64` storage (an `UnsafeCell`). `copy` (memmove): the source may be
-        // this very segment. Racing accesses to the same bytes are excluded by the contract
-        // on `Send`/`Sync` above.
-        unsafe {
-            let from = src.as_ptr().cast::<u8>().add(src_offset);
-            let to = self.base.as_ptr().cast::<u8>().add(offset);
-            std::ptr::copy(from, to, len);
-        }
-        true
-    }
-}
-
-impl CMemory {
-    /// Whether a bulk copy of `len` bytes at `offset` may be a plain `memcpy`: inside the
-    /// memory, and on a little-endian host (where the region's byte layout, little-endian
-    /// words, is the memory's own).
-    fn bulk_ok(&self, offset: usize, len: usize) -> bool {
-        cfg!(target_endian = "little")
-            && offset
-                .checked_add(len)
-                .is_some_and(|end| end <= self.words * 8)
-    }
-}
-
-const _: () = assert!(BULK_COPY_MIN > 0);
 
 /// The message of the last failing call on this thread ("" if none). Valid until the next
 /// failing call on this thread.
