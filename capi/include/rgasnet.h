@@ -27,6 +27,11 @@
 #define RGASNET_AM_MAX_ARGS 16
 
 /**
+ * Largest Medium payload (`rgasnet::MAX_MEDIUM`).
+ */
+#define RGASNET_AM_MAX_MEDIUM 65000
+
+/**
  * First handler index rgasnet keeps for itself (the extended API's and the Long carrier).
  */
 #define RGASNET_RESERVED_FIRST 16

@@ -14,6 +14,9 @@ use crate::status::*;
 
 /// Most 32-bit arguments of an AM.
 pub const RGASNET_AM_MAX_ARGS: usize = 16;
+/// Largest Medium payload (`rgasnet::MAX_MEDIUM`).
+pub const RGASNET_AM_MAX_MEDIUM: usize = 65_000;
+const _: () = assert!(RGASNET_AM_MAX_MEDIUM == MAX_MEDIUM);
 /// First handler index rgasnet keeps for itself (the extended API's and the Long carrier).
 pub const RGASNET_RESERVED_FIRST: u8 = 16;
 /// Last handler index rgasnet keeps for itself.

@@ -138,7 +138,7 @@ int main(void) {
     CHECK(rgasnet_am_request_short(0, H_PING, NULL, 0) == RGASNET_ERR_NOT_INIT, "AM before attach");
     CHECK(rgasnet_am_attach(NULL, NULL) == RGASNET_ERR_BAD_ARG, "NULL dispatch");
     CHECK(rgasnet_am_attach(dispatch, NULL) == RGASNET_OK, "am_attach");
-    CHECK(rgasnet_am_max_args() == 16 && rgasnet_am_max_medium() == 65000 && rgasnet_am_max_long() == RGASNET_AM_MAX_LONG, "limits");
+    CHECK(rgasnet_am_max_args() == 16 && rgasnet_am_max_medium() == RGASNET_AM_MAX_MEDIUM && RGASNET_AM_MAX_MEDIUM == 65000 && rgasnet_am_max_long() == RGASNET_AM_MAX_LONG, "limits");
     uint32_t peer = (me + 1) % n;
     uint32_t a[16];
     for (uint32_t i = 0; i < 16; i++) a[i] = i * 1000u + me;

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use rgasnet::{Category, Handler, OpenHandlerFn, Token};
 use rgasnet_portals::Region;
 
-use crate::state::{self, RGASNET_AM_MAX_ARGS, RGASNET_AM_MAX_LONG};
+use crate::state::{self, RGASNET_AM_MAX_ARGS, RGASNET_AM_MAX_LONG, RGASNET_AM_MAX_MEDIUM};
 use crate::status::*;
 
 /// AM category of a Short (arguments only).
@@ -313,7 +313,7 @@ pub extern "C" fn rgasnet_am_max_args() -> usize {
 /// Largest Medium payload.
 #[no_mangle]
 pub extern "C" fn rgasnet_am_max_medium() -> usize {
-    rgasnet::MAX_MEDIUM
+    RGASNET_AM_MAX_MEDIUM
 }
 
 /// Largest Long payload.
