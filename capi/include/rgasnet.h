@@ -39,7 +39,7 @@
 /**
  * Last handler index rgasnet keeps for itself.
  */
-#define RGASNET_RESERVED_LAST 19
+#define RGASNET_RESERVED_LAST 20
 
 /**
  * Largest Long payload: a Long travels with its header (a carried payload, copied to its

@@ -20,9 +20,15 @@ const _: () = assert!(RGASNET_AM_MAX_MEDIUM == MAX_MEDIUM);
 /// First handler index rgasnet keeps for itself (the extended API's and the Long carrier).
 pub const RGASNET_RESERVED_FIRST: u8 = 16;
 /// Last handler index rgasnet keeps for itself.
-pub const RGASNET_RESERVED_LAST: u8 = 19;
+pub const RGASNET_RESERVED_LAST: u8 = 20;
 /// The carrier of Long AMs: a Medium whose body starts with a [`LONG_HEADER`]-byte header.
 const H_LONG: u8 = 19;
+/// The carrier of small Mediums: a Short whose first argument says the C handler, the
+/// argument count and the payload length, followed by the arguments, then the payload packed
+/// into arguments (little-endian). Over the network a Short travels as an immediate message,
+/// which costs less than a Medium's put into a receive block (GASNet's `testam`, Medium of 8
+/// bytes, round trip: see the README).
+const H_SMALL_MEDIUM: u8 = 20;
 /// Long header: destination address (8 bytes, little-endian), the C handler index, padding
 /// to keep the data 8-byte aligned.
 pub(crate) const LONG_HEADER: usize = 16;
@@ -125,7 +131,12 @@ impl Job {
 
     /// Collective: sets up the AM layer; `open` gets every AM to a C handler, `long` is the
     /// carrier of Longs.
-    pub(crate) fn am_attach(&self, open: OpenHandlerFn, long: Handler) -> Result<(), CError> {
+    pub(crate) fn am_attach(
+        &self,
+        open: OpenHandlerFn,
+        long: Handler,
+        small_medium: Handler,
+    ) -> Result<(), CError> {
         if self.am.get().is_some() {
             return Err(CError::new(
                 RGASNET_ERR_BAD_ARG,
@@ -136,7 +147,7 @@ impl Job {
             &self.client,
             AttachSpec {
                 segment: SegmentSpec::Later,
-                internal: vec![long.at(H_LONG)],
+                internal: vec![long.at(H_LONG), small_medium.at(H_SMALL_MEDIUM)],
                 handlers: Vec::new(),
                 open: Some(open),
             },
@@ -242,7 +253,10 @@ impl Job {
         let (h, a, p) = (msg.handler, msg.args, msg.payload);
         match msg.category {
             Category::Short => c.am_request_short(rank, h, a)?,
-            Category::Medium => c.am_request_medium(rank, h, a, p)?,
+            Category::Medium => match pack_small_medium(h, a, p) {
+                Some((words, n)) => c.am_request_short(rank, H_SMALL_MEDIUM, &words[..n])?,
+                None => c.am_request_medium(rank, h, a, p)?,
+            },
             Category::Long => with_long_body(call, h, p, msg.dest, |body| {
                 c.am_request_medium(rank, H_LONG, a, body)
             })?,
@@ -512,6 +526,42 @@ where
     })
 }
 
+/// A Medium packed into the arguments of a Short (see [`H_SMALL_MEDIUM`]), when its arguments
+/// and payload fit: the words and how many are used.
+fn pack_small_medium(handler: u8, args: &[u32], payload: &[u8]) -> Option<([u32; 16], usize)> {
+    let n = 1 + args.len() + payload.len().div_ceil(4);
+    if n > RGASNET_AM_MAX_ARGS {
+        return None;
+    }
+    let mut words = [0u32; 16];
+    words[0] = u32::from(handler) | (args.len() as u32) << 8 | (payload.len() as u32) << 16;
+    words[1..=args.len()].copy_from_slice(args);
+    for (w, chunk) in words[1 + args.len()..n].iter_mut().zip(payload.chunks(4)) {
+        let mut b = [0u8; 4];
+        b[..chunk.len()].copy_from_slice(chunk);
+        *w = u32::from_le_bytes(b);
+    }
+    Some((words, n))
+}
+
+/// A small Medium unpacked from a carrier's arguments: the C handler, its arguments and its
+/// payload (in `buf`); `None` for words no sender packs.
+pub(crate) fn unpack_small_medium<'a>(
+    words: &'a [u32],
+    buf: &'a mut [u8; 64],
+) -> Option<(u8, &'a [u32], &'a [u8])> {
+    let head = *words.first()?;
+    let handler = (head & 0xff) as u8;
+    let nargs = ((head >> 8) & 0xff) as usize;
+    let len = (head >> 16) as usize;
+    let args = words.get(1..1 + nargs)?;
+    let packed = words.get(1 + nargs..1 + nargs + len.div_ceil(4))?;
+    for (chunk, w) in buf.chunks_mut(4).zip(packed) {
+        chunk.copy_from_slice(&w.to_le_bytes());
+    }
+    Some((handler, args, buf.get(..len)?))
+}
+
 /// A Long's header and data, or what is wrong with it.
 pub(crate) fn parse_long(body: &[u8]) -> Option<(u64, u8, &[u8])> {
     let dest = word(body, 0)?;
@@ -635,10 +685,47 @@ pub(crate) fn reply(
     let (h, a, p) = (msg.handler, msg.args, msg.payload);
     match msg.category {
         Category::Short => token.reply_short(h, a)?,
-        Category::Medium => token.reply_medium(h, a, p)?,
+        Category::Medium => match pack_small_medium(h, a, p) {
+            Some((words, n)) => token.reply_short(H_SMALL_MEDIUM, &words[..n])?,
+            None => token.reply_medium(h, a, p)?,
+        },
         Category::Long => with_long_body(call, h, p, msg.dest, |body| {
             token.reply_medium(H_LONG, a, body)
         })?,
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_mediums_round_trip_through_short_arguments() {
+        for nargs in 0..=15usize {
+            for len in 0..=64usize {
+                let args: Vec<u32> = (0..nargs as u32).map(|i| 0xdead_0000 + i).collect();
+                let payload: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+                let packed = pack_small_medium(201, &args, &payload);
+                let fits = 1 + nargs + len.div_ceil(4) <= 16;
+                assert_eq!(packed.is_some(), fits, "nargs {nargs} len {len}");
+                let Some((words, n)) = packed else { continue };
+                let mut buf = [0u8; 64];
+                let (h, a, p) = unpack_small_medium(&words[..n], &mut buf).expect("unpacks");
+                assert_eq!((h, a, p), (201, &args[..], &payload[..]));
+            }
+        }
+    }
+
+    #[test]
+    fn malformed_small_mediums_are_refused() {
+        let mut buf = [0u8; 64];
+        assert!(unpack_small_medium(&[], &mut buf).is_none());
+        // Claims 3 arguments and 8 bytes but carries 2 words.
+        assert!(unpack_small_medium(&[7 | 3 << 8 | 8 << 16, 1], &mut buf).is_none());
+        // Claims more payload than any Short can carry.
+        let mut words = [0u32; 16];
+        words[0] = 7 | 200 << 16;
+        assert!(unpack_small_medium(&words, &mut buf).is_none());
+    }
 }

@@ -76,30 +76,45 @@ impl Dispatch {
                 0,
             ),
             // A Long to an open index cannot happen: Longs travel through the carrier.
-            Category::Medium | Category::Long => {
-                let words = payload.len().div_ceil(8);
-                let run = |buf: &mut Vec<u64>| {
-                    buf.clear();
-                    buf.resize(words.max(1), 0);
-                    let p = buf.as_mut_ptr().cast::<u8>();
-                    // SAFETY: `buf` holds at least `payload.len()` bytes (words * 8), does not
-                    // overlap `payload`, and is exclusively borrowed here.
-                    unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), p, payload.len()) };
-                    self.call(
-                        token,
-                        token.handler(),
-                        RGASNET_AM_MEDIUM,
-                        args,
-                        p.cast(),
-                        payload.len(),
-                    );
-                };
-                MEDIUM.with(|m| match m.try_borrow_mut() {
-                    Ok(mut buf) => run(&mut buf),
-                    Err(_) => run(&mut Vec::new()),
-                });
-            }
+            Category::Medium | Category::Long => self.medium(token, token.handler(), args, payload),
         }
+    }
+
+    /// The carrier of small Mediums: unpacks one from a Short's arguments.
+    pub(super) fn small_medium(self, job: &Job, token: &Token<'_>, words: &[u32]) {
+        let mut buf = [0u8; 64];
+        let Some((handler, args, payload)) = state::unpack_small_medium(words, &mut buf) else {
+            fatal(
+                job,
+                &format!("rank {} sent a malformed small Medium AM", token.source()),
+            );
+        };
+        self.medium(token, handler, args, payload);
+    }
+
+    /// Calls a Medium's C handler with the payload in an 8-byte aligned buffer of its own.
+    fn medium(self, token: &Token<'_>, handler: u8, args: &[u32], payload: &[u8]) {
+        let words = payload.len().div_ceil(8);
+        let run = |buf: &mut Vec<u64>| {
+            buf.clear();
+            buf.resize(words.max(1), 0);
+            let p = buf.as_mut_ptr().cast::<u8>();
+            // SAFETY: `buf` holds at least `payload.len()` bytes (words * 8), does not overlap
+            // `payload`, and is exclusively borrowed here.
+            unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), p, payload.len()) };
+            self.call(
+                token,
+                handler,
+                RGASNET_AM_MEDIUM,
+                args,
+                p.cast(),
+                payload.len(),
+            );
+        };
+        MEDIUM.with(|m| match m.try_borrow_mut() {
+            Ok(mut buf) => run(&mut buf),
+            Err(_) => run(&mut Vec::new()),
+        });
     }
 
     /// The carrier of Longs: copies the data to its address (if this process serves it),

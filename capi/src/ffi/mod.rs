@@ -300,7 +300,12 @@ pub extern "C" fn rgasnet_am_attach(dispatch: rgasnet_am_dispatch_fn, ctx: *mut 
             Category::Medium,
             move |t, a, p| d.long(job, t, a, p),
         );
-        job.am_attach(open, long)
+        let small = Handler::new(
+            "rgasnet C ABI small Medium carrier",
+            Category::Short,
+            move |t, a, _| d.small_medium(job, t, a),
+        );
+        job.am_attach(open, long, small)
     })
 }
 
