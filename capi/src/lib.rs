@@ -13,8 +13,7 @@
 //! so none crosses into C. Tokens and handles from C are checked against what rgasnet issued.
 //!
 //! Layout: `status` (codes and the error mapping), `state` (the job, in safe code), `ffi`
-//! with its submodules `dispatch` (calling C handlers, ending the job) and `memory` (C memory
-//! served as a segment): the crate's only `unsafe`, where C pointers become slices and
+//! with its submodule `dispatch` (calling C handlers, ending the job): the crate's only `unsafe`, where C pointers become slices and
 //! regions, and where C handlers are called.
 #![deny(unsafe_code)]
 

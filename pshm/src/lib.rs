@@ -58,6 +58,7 @@ pub use message::{AmCategory, AmMessage, Body, MAX_ARGS, MAX_MEDIUM};
 pub use node::{Inbox, Node, NodeConfig, Receiver};
 pub use queue::Received;
 pub use segment::{
-    check_space, fast_region, job_prefix, object_name, remove_job_objects, MappedSegment, SHM_DIR,
+    check_space, fast_region, job_prefix, object_name, remove_job_objects, ExternalMemory,
+    MappedSegment, SHM_DIR,
 };
 pub use wait::WaitPolicy;

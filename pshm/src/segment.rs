@@ -292,19 +292,9 @@ pub(crate) struct SegmentMemory {
 }
 
 impl SegmentMemory {
-    /// The words, if `[offset, offset + len)` lies inside them and the bytes may be copied
-    /// as plain memory (little-endian hosts: the Region's byte order is the memory's own).
-    fn bulk_range(&self, offset: usize, len: usize) -> Option<&[AtomicU64]> {
-        let words = rgasnet_portals::memory::Memory::words(self);
-        let inside = offset
-            .checked_add(len)
-            .is_some_and(|end| end <= words.len() * 8);
-        (cfg!(target_endian = "little") && inside).then_some(words)
-    }
-}
-
-impl rgasnet_portals::memory::Memory for SegmentMemory {
-    fn words(&self) -> &[AtomicU64] {
+    /// The segment's words (see [`plain_memory!`]): always the same slice, in bounds, and
+    /// mapped while `self` lives (it holds the mapping).
+    fn plain_words(&self) -> &[AtomicU64] {
         // `first + words` was checked against the mapping when this was built (node.rs), so
         // the slice is always the same and in bounds; `get` keeps this panic-free regardless.
         self.mapping
@@ -312,110 +302,189 @@ impl rgasnet_portals::memory::Memory for SegmentMemory {
             .get(self.first..self.first + self.words)
             .unwrap_or(&[])
     }
+}
 
-    // Bulk copies as plain memcpy: the word loop reaches a third to a half of memcpy's speed,
-    // and a put to a node peer is exactly a memcpy in GASNet. The Region's byte order (byte k
-    // is byte k % 8 of word k / 8, little-endian) is the memory's own order only on
-    // little-endian hosts, so elsewhere the word loop stays in charge.
-    //
-    // Concurrency contract (GASNet's): two ranks' conflicting accesses to the same bytes
-    // without synchronisation between them are a program error whose result is unspecified.
-    // Copies of at least `BULK_COPY_MIN` bytes are plain copies in this module for speed;
-    // everything else stays atomic.
-    fn write_bytes(&self, offset: usize, src: &[u8]) -> bool {
-        let Some(words) = self.bulk_range(offset, src.len()) else {
-            return false;
-        };
-        // SAFETY: `[offset, offset + src.len())` lies inside the mapped words (checked just
-        // above), which stay mapped while `self` lives. The words are `AtomicU64`, whose
-        // `UnsafeCell` allows writing through a pointer derived from a shared reference.
-        // `src` may itself be a view of this mapping (`lend_bytes`: a Long handler that sends
-        // its payload on to its own rank), so the copy is a memmove, correct for overlapping
-        // ranges. Racing accesses to the same bytes are excluded by the contract above.
-        unsafe {
-            let dst = words.as_ptr().cast::<u8>().cast_mut().add(offset);
-            std::ptr::copy(src.as_ptr(), dst, src.len());
+/// The words of `words` holding `[offset, offset + len)`, if the range lies inside them and
+/// the bytes may be copied as plain memory (little-endian hosts: the Region's byte order is
+/// the memory's own).
+fn bulk_range(words: &[AtomicU64], offset: usize, len: usize) -> Option<&[AtomicU64]> {
+    let inside = offset
+        .checked_add(len)
+        .is_some_and(|end| end <= words.len() * 8);
+    (cfg!(target_endian = "little") && inside).then_some(words)
+}
+
+/// Implements [`rgasnet_portals::memory::Memory`] for storage that is plain memory of this
+/// process, through its `plain_words()` (always the same slice, valid while the value lives),
+/// with bulk copies as `memcpy`: shared segments and external memory alike.
+macro_rules! plain_memory {
+    ($t:ty) => {
+        impl rgasnet_portals::memory::Memory for $t {
+            fn words(&self) -> &[AtomicU64] {
+                self.plain_words()
+            }
+
+            // Bulk copies as plain memcpy: the word loop reaches a third to a half of memcpy's speed,
+            // and a put to a node peer is exactly a memcpy in GASNet. The Region's byte order (byte k
+            // is byte k % 8 of word k / 8, little-endian) is the memory's own order only on
+            // little-endian hosts, so elsewhere the word loop stays in charge.
+            //
+            // Concurrency contract (GASNet's): two ranks' conflicting accesses to the same bytes
+            // without synchronisation between them are a program error whose result is unspecified.
+            // Copies of at least `BULK_COPY_MIN` bytes are plain copies in this module for speed;
+            // everything else stays atomic.
+            fn write_bytes(&self, offset: usize, src: &[u8]) -> bool {
+                let Some(words) = bulk_range(self.plain_words(), offset, src.len()) else {
+                    return false;
+                };
+                // SAFETY: `[offset, offset + src.len())` lies inside the mapped words (checked just
+                // above), which stay valid while `self` lives (see `plain_words`). The words are `AtomicU64`, whose
+                // `UnsafeCell` allows writing through a pointer derived from a shared reference.
+                // `src` may itself be a view of this mapping (`lend_bytes`: a Long handler that sends
+                // its payload on to its own rank), so the copy is a memmove, correct for overlapping
+                // ranges. Racing accesses to the same bytes are excluded by the contract above.
+                unsafe {
+                    let dst = words.as_ptr().cast::<u8>().cast_mut().add(offset);
+                    std::ptr::copy(src.as_ptr(), dst, src.len());
+                }
+                true
+            }
+
+            fn copy_from_words(
+                &self,
+                offset: usize,
+                src: &[AtomicU64],
+                src_offset: usize,
+                len: usize,
+            ) -> bool {
+                if cfg!(target_endian = "big") {
+                    return false;
+                }
+                let words = self.plain_words();
+                let fits =
+                    |n: usize, at: usize| at.checked_add(len).is_some_and(|end| end <= n * 8);
+                if !fits(words.len(), offset) || !fits(src.len(), src_offset) {
+                    return false;
+                }
+                // SAFETY: both ranges lie inside their word slices (checked just above), which are
+                // valid for the duration of the call; writing through the destination pointer is
+                // allowed by `AtomicU64`'s `UnsafeCell`. `copy` (memmove) is used because the two
+                // ranges may be in the same segment and overlap. Racing accesses to the same bytes
+                // are excluded by the contract above.
+                unsafe {
+                    let from = src.as_ptr().cast::<u8>().add(src_offset);
+                    let to = words.as_ptr().cast::<u8>().cast_mut().add(offset);
+                    std::ptr::copy(from, to, len);
+                }
+                true
+            }
+
+            fn append_bytes(&self, offset: usize, len: usize, out: &mut Vec<u8>) -> bool {
+                let Some(words) = bulk_range(self.plain_words(), offset, len) else {
+                    return false;
+                };
+                out.reserve(len);
+                let start = out.len();
+                // SAFETY: the source range lies inside the mapped words (checked above) and every byte
+                // of the mapping is initialised; `reserve` made room for `len` more bytes after
+                // `start` in `out`'s own allocation, which cannot overlap the mapping. After the copy
+                // those bytes are initialised, so the new length is sound. Racing writes to the same
+                // source bytes are excluded by the contract above.
+                unsafe {
+                    let src = words.as_ptr().cast::<u8>().add(offset);
+                    std::ptr::copy_nonoverlapping(src, out.as_mut_ptr().add(start), len);
+                    out.set_len(start + len);
+                }
+                true
+            }
+
+            fn lend_bytes(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) {
+                let Some(words) = bulk_range(self.plain_words(), offset, len) else {
+                    return;
+                };
+                // SAFETY: the range lies inside the mapped words (checked above), which stay valid
+                // while `self` is borrowed (the view does not outlive this call), and every byte of
+                // the mapping is initialised. The bytes are `AtomicU64` storage, so a shared byte view
+                // is sound only while nobody writes them: that is the contract above, which
+                // `Memory::lend_bytes` extends to the whole call. The conduit lends a delivered AM
+                // from a receive block, which no deposit touches until the conduit posts or rewinds
+                // the block again, and a Long payload in the segment, which GASNet's contract leaves
+                // the program not to write while its handler runs.
+                let view = unsafe {
+                    std::slice::from_raw_parts(words.as_ptr().cast::<u8>().add(offset), len)
+                };
+                f(view);
+            }
+
+            fn read_bytes(&self, offset: usize, dst: &mut [u8]) -> bool {
+                let Some(words) = bulk_range(self.plain_words(), offset, dst.len()) else {
+                    return false;
+                };
+                // SAFETY: the source range lies inside the mapped words (checked above) and every byte
+                // of the mapping is initialised (zero-filled by ftruncate, written since); `dst` is an
+                // exclusive Rust slice, so the ranges cannot overlap. Racing writes to the same bytes
+                // are excluded by the contract above.
+                unsafe {
+                    let src = words.as_ptr().cast::<u8>().add(offset);
+                    std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len());
+                }
+                true
+            }
         }
-        true
+    };
+}
+
+plain_memory!(SegmentMemory);
+plain_memory!(ExternalMemory);
+
+/// Memory another layer of this process owns (a C runtime's segment: GASNet-EX allocates its
+/// own), as storage for an [`rgasnet_portals::Region`], with the bulk copies of a shared
+/// segment. It does not own the memory: the owner keeps it mapped while any region over it
+/// lives.
+pub struct ExternalMemory {
+    base: NonNull<AtomicU64>,
+    words: usize,
+}
+
+// SAFETY: the memory is plain process memory, reachable from every thread anyway; every
+// access through `words()` is atomic, and the bulk copies follow the concurrency contract of
+// `plain_memory!` (GASNet's), as for a shared segment.
+unsafe impl Send for ExternalMemory {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for ExternalMemory {}
+
+impl ExternalMemory {
+    /// Storage over the `len` bytes at `base`; `None` unless `base` is 8-byte aligned and
+    /// `len` a multiple of 8 (a null `base` is accepted only with `len == 0`).
+    ///
+    /// # Safety
+    ///
+    /// `[base, base + len)` must be memory of this process, readable and writable, that stays
+    /// mapped for as long as the returned value (and every region over it) lives, and that
+    /// nobody accesses as Rust references meanwhile: the program reaches it only through raw
+    /// pointers (C), under the concurrency contract of a shared segment.
+    pub unsafe fn new(base: *mut u8, len: usize) -> Option<ExternalMemory> {
+        if len % 8 != 0 || (base as usize) % 8 != 0 || (base as usize).checked_add(len).is_none() {
+            return None;
+        }
+        let base = match NonNull::new(base.cast::<AtomicU64>()) {
+            Some(b) => b,
+            None if len == 0 => NonNull::dangling(),
+            None => return None,
+        };
+        Some(ExternalMemory {
+            base,
+            words: len / 8,
+        })
     }
 
-    fn copy_from_words(
-        &self,
-        offset: usize,
-        src: &[AtomicU64],
-        src_offset: usize,
-        len: usize,
-    ) -> bool {
-        if cfg!(target_endian = "big") {
-            return false;
-        }
-        let words = self.words();
-        let fits = |n: usize, at: usize| at.checked_add(len).is_some_and(|end| end <= n * 8);
-        if !fits(words.len(), offset) || !fits(src.len(), src_offset) {
-            return false;
-        }
-        // SAFETY: both ranges lie inside their word slices (checked just above), which are
-        // valid for the duration of the call; writing through the destination pointer is
-        // allowed by `AtomicU64`'s `UnsafeCell`. `copy` (memmove) is used because the two
-        // ranges may be in the same segment and overlap. Racing accesses to the same bytes
-        // are excluded by the contract above.
-        unsafe {
-            let from = src.as_ptr().cast::<u8>().add(src_offset);
-            let to = words.as_ptr().cast::<u8>().cast_mut().add(offset);
-            std::ptr::copy(from, to, len);
-        }
-        true
-    }
-
-    fn append_bytes(&self, offset: usize, len: usize, out: &mut Vec<u8>) -> bool {
-        let Some(words) = self.bulk_range(offset, len) else {
-            return false;
-        };
-        out.reserve(len);
-        let start = out.len();
-        // SAFETY: the source range lies inside the mapped words (checked above) and every byte
-        // of the mapping is initialised; `reserve` made room for `len` more bytes after
-        // `start` in `out`'s own allocation, which cannot overlap the mapping. After the copy
-        // those bytes are initialised, so the new length is sound. Racing writes to the same
-        // source bytes are excluded by the contract above.
-        unsafe {
-            let src = words.as_ptr().cast::<u8>().add(offset);
-            std::ptr::copy_nonoverlapping(src, out.as_mut_ptr().add(start), len);
-            out.set_len(start + len);
-        }
-        true
-    }
-
-    fn lend_bytes(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) {
-        let Some(words) = self.bulk_range(offset, len) else {
-            return;
-        };
-        // SAFETY: the range lies inside the mapped words (checked above), which stay mapped
-        // while `self` is borrowed (the view does not outlive this call), and every byte of
-        // the mapping is initialised. The bytes are `AtomicU64` storage, so a shared byte view
-        // is sound only while nobody writes them: that is the contract above, which
-        // `Memory::lend_bytes` extends to the whole call. The conduit lends a delivered AM
-        // from a receive block, which no deposit touches until the conduit posts or rewinds
-        // the block again, and a Long payload in the segment, which GASNet's contract leaves
-        // the program not to write while its handler runs.
-        let view =
-            unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>().add(offset), len) };
-        f(view);
-    }
-
-    fn read_bytes(&self, offset: usize, dst: &mut [u8]) -> bool {
-        let Some(words) = self.bulk_range(offset, dst.len()) else {
-            return false;
-        };
-        // SAFETY: the source range lies inside the mapped words (checked above) and every byte
-        // of the mapping is initialised (zero-filled by ftruncate, written since); `dst` is an
-        // exclusive Rust slice, so the ranges cannot overlap. Racing writes to the same bytes
-        // are excluded by the contract above.
-        unsafe {
-            let src = words.as_ptr().cast::<u8>().add(offset);
-            std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len());
-        }
-        true
+    /// The words (see [`plain_memory!`]).
+    fn plain_words(&self) -> &[AtomicU64] {
+        // SAFETY: `base` is non-null and 8-aligned, and `words * 8` bytes from it are memory
+        // the owner keeps mapped while `self` lives (`new`'s contract); AtomicU64 has the
+        // layout of u64, and every access through the slice is atomic or one of the bulk
+        // copies of `plain_memory!`.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr(), self.words) }
     }
 }
 

@@ -96,8 +96,11 @@ impl Dispatch {
     fn medium(self, token: &Token<'_>, handler: u8, args: &[u32], payload: &[u8]) {
         let words = payload.len().div_ceil(8);
         let run = |buf: &mut Vec<u64>| {
-            buf.clear();
-            buf.resize(words.max(1), 0);
+            // Grown once to the largest Medium seen, never cleared: the copy below overwrites
+            // what the handler gets, so zeroing it per message would be a second pass.
+            if buf.len() < words.max(1) {
+                buf.resize(words.max(1), 0);
+            }
             let p = buf.as_mut_ptr().cast::<u8>();
             // SAFETY: `buf` holds at least `payload.len()` bytes (words * 8), does not overlap
             // `payload`, and is exclusively borrowed here.

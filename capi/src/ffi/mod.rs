@@ -1,21 +1,18 @@
-//! The `extern "C"` functions and, with `dispatch` and `memory`, the crate's only `unsafe`: C pointers become slices and
-//! regions here, C handlers are called here, and Long payloads are copied to their C address
-//! here. Every function catches panics ([`guard`]) and checks its pointers, tokens and handles
-//! before using them; the safe work happens in `state`.
+//! The `extern "C"` functions and, with `dispatch`, the crate's only `unsafe`: C pointers
+//! become slices and regions here, C handlers are called here, and Long payloads are copied
+//! to their C address here. Every function catches panics ([`guard`]) and checks its
+//! pointers, tokens and handles before using them; the safe work happens in `state`.
 #![allow(unsafe_code)]
 #![allow(non_camel_case_types)]
 
 mod dispatch;
-mod memory;
 
 use dispatch::{exit_job, Dispatch};
-use memory::CMemory;
+use rgasnet_pshm::ExternalMemory;
 
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::ptr::NonNull;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use rgasnet::{Category, Handler, OpenHandlerFn, Token};
@@ -545,24 +542,21 @@ pub extern "C" fn rgasnet_segment_bind(addr: *mut c_void, len: usize) -> i32 {
     const CALL: &str = "rgasnet_segment_bind";
     guard(CALL, || {
         let job = state::job(CALL)?;
-        if len > 0 && (addr.is_null() || (addr as usize) % 8 != 0 || len % 8 != 0) {
-            return Err(bad_arg(
-                CALL,
-                "the segment must start on an 8-byte boundary and be a multiple of 8 bytes long",
-            ));
-        }
-        if (addr as usize).checked_add(len).is_none() {
-            return Err(bad_arg(CALL, "the segment wraps around the address space"));
-        }
+        // An empty segment serves nothing, whatever its address.
         let base = if len == 0 {
-            NonNull::dangling()
+            std::ptr::null_mut()
         } else {
-            NonNull::new(addr.cast::<AtomicU64>()).ok_or_else(|| bad_arg(CALL, "addr is NULL"))?
+            addr.cast::<u8>()
         };
-        let memory = CMemory {
-            base,
-            words: len / 8,
-        };
+        // SAFETY: rgasnet_segment_bind's contract: the caller's `len` bytes at `addr` stay
+        // mapped, readable and writable while the job runs, and the program reaches them only
+        // through C pointers; `new` checks alignment, length and wrap-around.
+        let memory = unsafe { ExternalMemory::new(base, len) }.ok_or_else(|| {
+            bad_arg(
+                CALL,
+                "the segment must start on an 8-byte boundary, be a multiple of 8 bytes long and not wrap around the address space",
+            )
+        })?;
         let region = Region::with_memory(Box::new(memory), len).ok_or_else(|| {
             CError::new(
                 RGASNET_ERR_INTERNAL,
