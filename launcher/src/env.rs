@@ -20,7 +20,7 @@ pub const HOST_RANKS: &str = "RGASNET_HOST_RANKS";
 /// Name of the host this rank was spawned on, as the launcher knows it (`localhost` for local
 /// jobs, the host-list entry for ssh jobs).
 pub const HOST: &str = "RGASNET_HOST";
-/// Which spawner started the job: `local`, `ssh` or `mpi`.
+/// Which spawner started the job: `local`, `ssh`, `slurm` or `mpi`.
 pub const SPAWNER: &str = "RGASNET_SPAWNER";
 /// Launcher: the address ranks are told to connect to (default: the address this machine uses
 /// to reach the first remote host, `127.0.0.1` for local jobs).
@@ -28,8 +28,19 @@ pub const BOOTSTRAP_HOST: &str = "RGASNET_BOOTSTRAP_HOST";
 /// Launcher: seconds between SIGTERM and SIGKILL when a job is stopped (default 1).
 pub const KILL_GRACE: &str = "RGASNET_KILL_GRACE";
 
-/// GASNet: the spawner, `L` (local), `S` (ssh) or `M` (mpi).
+/// GASNet: the spawner, `L` (local), `S` (ssh) or `M` (mpi); the long names (`slurm` too).
 pub const GASNET_SPAWNFN: &str = "GASNET_SPAWNFN";
+/// GASNet-EX: the spawner of conduits that offer several, `ssh`, `mpi` or `pmi` (`pmi` and
+/// `slurm` start the job with `srun`); `local` too. [`GASNET_SPAWNFN`] wins when both are set.
+pub const GASNET_SPAWNER: &str = "GASNET_SPAWNER";
+/// Launcher, slurm spawner: extra `srun` options, split on whitespace (e.g. `--partition=debug`).
+pub const SRUN_OPTIONS: &str = "RGASNET_SRUN_OPTIONS";
+/// Slurm: set in every process of an allocation (`salloc`, `sbatch`, `srun`).
+pub const SLURM_JOB_ID: &str = "SLURM_JOB_ID";
+/// Slurm: the allocation's nodes as a host-list expression (e.g. `n[01-04],gpu7`).
+pub const SLURM_JOB_NODELIST: &str = "SLURM_JOB_NODELIST";
+/// Slurm: the rank of a task within its step.
+pub const SLURM_PROCID: &str = "SLURM_PROCID";
 /// GASNet: hosts for the ssh spawner, separated by commas, spaces or newlines.
 pub const GASNET_SSH_SERVERS: &str = "GASNET_SSH_SERVERS";
 /// GASNet: the ssh command (default `ssh`).
@@ -44,6 +55,8 @@ pub const GASNET_SPAWN_VERBOSE: &str = "GASNET_SPAWN_VERBOSE";
 /// `%C` = `%P %A`, `%M` nodes, `%H` hostfile, `%%` a percent sign).
 pub const MPIRUN_CMD: &str = "MPIRUN_CMD";
 
+/// Internal: the job key for agents started by `srun` (which has no per-task stdin to carry it).
+pub const AGENT_JOB_KEY: &str = "RGASNET_AGENT_JOB_KEY";
 /// Internal: set by the launcher for the exec shim, the pid the shim must still have as parent.
 pub const SHIM_PARENT: &str = "RGASNET_SHIM_PARENT";
 

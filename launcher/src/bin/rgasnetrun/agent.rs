@@ -1,8 +1,10 @@
-//! Agent mode: `rgasnetrun` started by ssh on a remote host. It reads the job key from stdin,
-//! connects to the launcher's bootstrap server as this host's agent, starts the host's ranks
-//! and reports their pids and exits. It stops its ranks (SIGTERM, then SIGKILL) when the
-//! launcher says `Kill`, when the control connection drops or when stdin reaches EOF (the ssh
-//! session ended): no rank outlives the launcher.
+//! Agent mode: `rgasnetrun` started by ssh on a remote host, or by `srun` on each node of a
+//! Slurm allocation. It reads the job key (ssh: from stdin; srun: from its environment, since
+//! srun gives only one task the launcher's stdin), connects to the launcher's bootstrap server
+//! as this host's agent, starts the host's ranks and reports their pids and exits. It stops its
+//! ranks (SIGTERM, then SIGKILL) when the launcher says `Kill`, when the control connection
+//! drops, when stdin reaches EOF (ssh: the session ended) or when it gets a signal (srun
+//! cancelling the step): no rank outlives the launcher.
 
 use std::ffi::OsString;
 use std::io::{BufRead, Read, Write};
@@ -16,26 +18,32 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use nix::sys::signal::{SigSet, Signal};
+use rgasnet_launcher::env;
 use rgasnet_launcher::proto::{self, RankEnd, ToClient, ToServer};
 
-use crate::plan::resolve_program;
+use crate::plan::{block_distribution, resolve_program};
 use crate::procs::{kill_grace, Children, Outputs};
 use crate::rank_env;
 
-/// Arguments of agent mode (built by the ssh spawner, not meant for users).
+/// Arguments of agent mode (built by the ssh and slurm spawners, not meant for users).
 #[derive(Parser, Debug)]
 #[command(name = "rgasnetrun-agent")]
 struct AgentArgs {
     #[arg(long)]
     bootstrap: String,
-    #[arg(long)]
-    host_index: u32,
-    #[arg(long)]
-    host: String,
-    #[arg(long)]
-    first: u32,
-    #[arg(long)]
-    count: u32,
+    /// ssh: this host's index, name and rank range (the launcher knows them).
+    #[arg(long, required_unless_present = "slurm_nodes")]
+    host_index: Option<u32>,
+    #[arg(long, required_unless_present = "slurm_nodes")]
+    host: Option<String>,
+    #[arg(long, required_unless_present = "slurm_nodes")]
+    first: Option<u32>,
+    #[arg(long, required_unless_present = "slurm_nodes")]
+    count: Option<u32>,
+    /// srun: the step's node count; the host index is the task's `SLURM_PROCID` (one task
+    /// per node), the ranks that node's block of the distribution.
+    #[arg(long, conflicts_with_all = ["host_index", "host", "first", "count"])]
+    slurm_nodes: Option<u32>,
     #[arg(long)]
     size: u32,
     #[arg(long)]
@@ -44,6 +52,64 @@ struct AgentArgs {
     verbose: bool,
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<OsString>,
+}
+
+/// Where this agent stands in the job, from its arguments (ssh) or from Slurm (srun).
+struct Placement {
+    host_index: u32,
+    host: String,
+    first: u32,
+    count: u32,
+    /// `RGASNET_SPAWNER` of the ranks.
+    spawner: &'static str,
+}
+
+impl Placement {
+    fn of(a: &AgentArgs) -> Result<Placement> {
+        let Some(nodes) = a.slurm_nodes else {
+            return Ok(Placement {
+                host_index: a.host_index.unwrap_or(0),
+                host: a.host.clone().unwrap_or_default(),
+                first: a.first.unwrap_or(0),
+                count: a.count.unwrap_or(0),
+                spawner: "ssh",
+            });
+        };
+        let procid = std::env::var(env::SLURM_PROCID).ok();
+        let index = match procid.as_deref().map(str::parse::<u32>) {
+            Some(Ok(i)) if i < nodes => i,
+            _ => bail!(
+                "{}={procid:?} is not a task index below {nodes}: the slurm agent runs only as a task of the launcher's srun step",
+                env::SLURM_PROCID
+            ),
+        };
+        if nodes == 0 || nodes > a.size {
+            bail!(
+                "--slurm-nodes {nodes} does not fit a job of {} ranks",
+                a.size
+            );
+        }
+        let (first, count) = block_distribution(a.size, nodes)[index as usize];
+        let host = nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| format!("node{index}"));
+        Ok(Placement {
+            host_index: index,
+            host,
+            first,
+            count,
+            spawner: "slurm",
+        })
+    }
+}
+
+/// The job key: 16 hex digits from the launcher.
+fn parse_job_key(text: &str, from: &str) -> Result<u64> {
+    let t = text.trim();
+    match u64::from_str_radix(t, 16) {
+        Ok(k) if t.len() == 16 => Ok(k),
+        _ => bail!("the launcher sent no valid job key {from}"),
+    }
 }
 
 enum AgentEvent {
@@ -63,10 +129,17 @@ pub(crate) fn main(args: &[OsString]) -> i32 {
             return 2;
         }
     };
-    match run(&a) {
+    let place = match Placement::of(&a) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("rgasnetrun agent: {e:#}");
+            return 2;
+        }
+    };
+    match run(&a, &place) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("rgasnetrun agent on {}: {e:#}", a.host);
+            eprintln!("rgasnetrun agent on {}: {e:#}", place.host);
             1
         }
     }
@@ -87,15 +160,15 @@ fn recv(stream: &mut TcpStream) -> Result<ToClient> {
     Ok(proto::decode_to_client(&body)?)
 }
 
-fn run(a: &AgentArgs) -> Result<i32> {
-    if a.count == 0 || a.first.checked_add(a.count).is_none_or(|end| end > a.size) {
+fn run(a: &AgentArgs, place: &Placement) -> Result<i32> {
+    let (first, count) = (place.first, place.count);
+    if count == 0 || first.checked_add(count).is_none_or(|end| end > a.size) {
         bail!(
-            "rank range {}+{} does not fit a job of {}",
-            a.first,
-            a.count,
+            "rank range {first}+{count} does not fit a job of {}",
             a.size
         );
     }
+    let slurm = a.slurm_nodes.is_some();
     // Block the terminating signals before any thread starts, so a dedicated thread gets them.
     let mut sigs = SigSet::empty();
     for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
@@ -103,15 +176,16 @@ fn run(a: &AgentArgs) -> Result<i32> {
     }
     sigs.thread_block().context("cannot block signals")?;
 
-    let mut line = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut line)
-        .context("cannot read the job key from stdin")?;
-    let key_text = line.trim();
-    let job_key = match u64::from_str_radix(key_text, 16) {
-        Ok(k) if key_text.len() == 16 => k,
-        _ => bail!("the launcher sent no valid job key on stdin"),
+    let job_key = if slurm {
+        let text = std::env::var(env::AGENT_JOB_KEY).unwrap_or_default();
+        parse_job_key(&text, &format!("in {}", env::AGENT_JOB_KEY))?
+    } else {
+        let mut line = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .context("cannot read the job key from stdin")?;
+        parse_job_key(&line, "on stdin")?
     };
     let addr = a
         .bootstrap
@@ -126,7 +200,7 @@ fn run(a: &AgentArgs) -> Result<i32> {
         &mut ctl,
         &ToServer::HelloAgent {
             job_key,
-            host: a.host_index,
+            host: place.host_index,
         },
     )?;
     ctl.set_read_timeout(Some(Duration::from_secs(10)))?;
@@ -141,11 +215,11 @@ fn run(a: &AgentArgs) -> Result<i32> {
     let program = match resolve_program(&PathBuf::from(prog), std::env::var_os("PATH").as_ref()) {
         Ok(p) => p,
         Err(e) => {
-            let reason = format!("{e:#} (on host {})", a.host);
+            let reason = format!("{e:#} (on host {})", place.host);
             send(
                 &mut ctl,
                 &ToServer::SpawnFailed {
-                    rank: a.first,
+                    rank: first,
                     reason,
                 },
             )?;
@@ -167,7 +241,9 @@ fn run(a: &AgentArgs) -> Result<i32> {
                 let _ = tx.send(AgentEvent::Stop(why));
             })?;
     }
-    {
+    // srun gives the agents no stdin of the launcher's (EOF at once): the control connection
+    // and srun's signals tell them when to stop instead.
+    if !slurm {
         let tx = tx.clone();
         thread::Builder::new().name("stdin".into()).spawn(move || {
             let mut sink = Vec::new();
@@ -186,18 +262,18 @@ fn run(a: &AgentArgs) -> Result<i32> {
             })?;
     }
 
-    let host_ranks: Vec<u32> = (a.first..a.first + a.count).collect();
+    let host_ranks: Vec<u32> = (first..first + count).collect();
     let children = Children::default();
     let mut outputs = Outputs::new();
-    for r in a.first..a.first + a.count {
+    for r in first..first + count {
         let envs = rank_env(
             r,
             a.size,
             job_key,
             &a.bootstrap,
             &host_ranks,
-            &a.host,
-            "ssh",
+            &place.host,
+            place.spawner,
         );
         let tx = tx.clone();
         let prefix = a.tag_output.then(|| format!("[{r}] "));
@@ -217,7 +293,7 @@ fn run(a: &AgentArgs) -> Result<i32> {
             Ok((pid, _)) => send(&mut ctl, &ToServer::RankStarted { rank: r, pid })?,
             Err(e) => {
                 children.signal_all(Signal::SIGKILL);
-                let reason = format!("{e:#} (on host {})", a.host);
+                let reason = format!("{e:#} (on host {})", place.host);
                 send(&mut ctl, &ToServer::SpawnFailed { rank: r, reason })?;
                 return Ok(127);
             }
@@ -226,7 +302,7 @@ fn run(a: &AgentArgs) -> Result<i32> {
     drop(tx);
 
     let grace = kill_grace()?;
-    let mut left = a.count;
+    let mut left = count;
     let mut kill_at: Option<Instant> = None;
     while left > 0 {
         let ev = match kill_at {
@@ -250,7 +326,7 @@ fn run(a: &AgentArgs) -> Result<i32> {
             Some(AgentEvent::Stop(why)) => {
                 if kill_at.is_none() {
                     if a.verbose {
-                        eprintln!("rgasnetrun agent on {}: {why}; stopping ranks", a.host);
+                        eprintln!("rgasnetrun agent on {}: {why}; stopping ranks", place.host);
                     }
                     children.signal_all(Signal::SIGTERM);
                     kill_at = Some(Instant::now() + grace);

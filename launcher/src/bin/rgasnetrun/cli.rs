@@ -15,9 +15,11 @@ Examples:
   rgasnetrun -n 4 ./my_pgas_app arg1          4 ranks on this host
   rgasnetrun -n 4 --spawner ssh --hosts n1,n2 ./app    2 ranks on each of n1, n2
   rgasnetrun -n 2 --spawner mpi ./app          under mpirun (build with feature `mpi`)
+  salloc -N 2 rgasnetrun -n 8 --spawner slurm ./app    srun starts an agent per node
   rgasnetrun -n 2 --dry-run ./app              show what would be started
 
-Environment (options win): GASNET_SPAWNFN (L|S|M), GASNET_SSH_SERVERS, GASNET_SSH_CMD,
+Environment (options win): GASNET_SPAWNFN (L|S|M|slurm), GASNET_SPAWNER (local|ssh|mpi|pmi),
+RGASNET_SRUN_OPTIONS, GASNET_SSH_SERVERS, GASNET_SSH_CMD,
 GASNET_SSH_OPTIONS, GASNET_SSH_REMOTE_PATH, GASNET_SPAWN_VERBOSE, MPIRUN_CMD (%N %P %A %C %M %H),
 RGASNET_BOOTSTRAP_HOST, RGASNET_KILL_GRACE.
 Exit status: 0 when every rank exits 0; otherwise the failing rank's code (128+signal if it was
@@ -30,7 +32,7 @@ pub(crate) struct Cli {
     /// Number of ranks (processes) to start.
     #[arg(short = 'n', long = "np", value_name = "N")]
     pub(crate) ranks: u32,
-    /// Number of nodes (hosts) to spread the ranks over, in blocks (ssh, mpi).
+    /// Number of nodes (hosts) to spread the ranks over, in blocks (ssh, slurm, mpi).
     #[arg(short = 'N', long = "nodes", value_name = "NODES")]
     pub(crate) nodes: Option<u32>,
     /// How to start the ranks [default: GASNET_SPAWNFN, else local].
@@ -105,10 +107,15 @@ pub(crate) fn resolve(cli: Cli) -> Result<Job> {
     if cli.ranks == 0 {
         bail!("-n 0: a job needs at least one rank (e.g. -n 2)");
     }
-    let spawner = match (cli.spawner, var(env::GASNET_SPAWNFN)) {
-        (Some(s), _) => s,
-        (None, Some(v)) => Spawner::from_spawnfn(&v)?,
-        (None, None) => Spawner::Local,
+    let spawner = match (
+        cli.spawner,
+        var(env::GASNET_SPAWNFN),
+        var(env::GASNET_SPAWNER),
+    ) {
+        (Some(s), _, _) => s,
+        (None, Some(v), _) => Spawner::from_spawnfn(&v)?,
+        (None, None, Some(v)) => Spawner::from_spawner_var(&v)?,
+        (None, None, None) => Spawner::Local,
     };
     let hosts = if let Some(h) = &cli.hosts {
         plan::parse_host_list(h, "--hosts")?
@@ -137,6 +144,14 @@ pub(crate) fn resolve(cli: Cli) -> Result<Job> {
             vec!["localhost".to_string()]
         }
         Spawner::Ssh => plan::select_hosts(&hosts, cli.nodes, cli.ranks)?,
+        Spawner::Slurm => {
+            if cli.hosts.is_some() || cli.hostfile.is_some() {
+                bail!(
+                    "--spawner slurm runs on the nodes of the Slurm allocation; drop --hosts/--hostfile (use -N to use fewer nodes)"
+                );
+            }
+            crate::slurm::allocation_hosts(cli.nodes, cli.ranks)?
+        }
         Spawner::Mpi => {
             if let Some(n) = cli.nodes {
                 if !hosts.is_empty() && n as usize > hosts.len() {
@@ -154,7 +169,7 @@ pub(crate) fn resolve(cli: Cli) -> Result<Job> {
             plan::resolve_program(&program, std::env::var_os("PATH").as_ref())?
         }
         // Checked on each remote host by the agent, where it must exist.
-        Spawner::Ssh => program,
+        Spawner::Ssh | Spawner::Slurm => program,
     };
     for v in &cli.export {
         if v.is_empty() || v.contains('=') || v.contains(char::is_whitespace) {

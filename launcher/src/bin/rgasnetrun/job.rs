@@ -79,6 +79,16 @@ pub(crate) fn trace(verbose: bool, msg: impl FnOnce() -> String) {
     }
 }
 
+/// What carries the agents of a multi-host job, for the messages about its end.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sessions {
+    /// One `ssh` per host (also the default of single-process spawners, which send no
+    /// session events).
+    Ssh,
+    /// One `srun` step for every host.
+    Srun,
+}
+
 /// The supervisor's view of the ranks.
 pub(crate) struct Supervisor {
     pub(crate) rx: Receiver<Event>,
@@ -89,6 +99,8 @@ pub(crate) struct Supervisor {
     pub(crate) verbose: bool,
     /// Names the single supervised process when it is not a rank (`mpirun`).
     pub(crate) label: Option<&'static str>,
+    /// What [`Event::SshEnded`] reports the end of.
+    pub(crate) sessions: Sessions,
 }
 
 impl Supervisor {
@@ -265,7 +277,7 @@ impl Supervisor {
                 Event::SshEnded { host, end, detail } => {
                     let name = self.host_names.get(host).cloned().unwrap_or_default();
                     trace(self.verbose, || {
-                        format!("ssh to {name} {}", describe_end(end))
+                        format!("{} {}", self.session_name(&name), describe_end(end))
                     });
                     let unreported = self
                         .rank_host
@@ -342,11 +354,19 @@ impl Supervisor {
         } else {
             format!(": {detail}")
         };
+        let hint = match self.sessions {
+            Sessions::Ssh => format!(
+                "check that `ssh {name}` works without a password prompt (BatchMode) and that \
+                 rgasnetrun exists there (GASNET_SSH_REMOTE_PATH)"
+            ),
+            Sessions::Srun => "check that `srun hostname` works in this allocation and that \
+                 rgasnetrun exists at the same path on every node (GASNET_SSH_REMOTE_PATH)"
+                .to_string(),
+        };
         Some((
             format!(
-                "ssh to {name} {} before its ranks finished{detail}; check that \
-                 `ssh {name}` works without a password prompt (BatchMode) and that \
-                 rgasnetrun exists there (GASNET_SSH_REMOTE_PATH)",
+                "{} {} before its ranks finished{detail}; {hint}",
+                self.session_name(&name),
                 describe_end(end)
             ),
             match end {
@@ -354,6 +374,13 @@ impl Supervisor {
                 e => exit_code_of(e),
             },
         ))
+    }
+
+    fn session_name(&self, host: &str) -> String {
+        match self.sessions {
+            Sessions::Ssh => format!("ssh to {host}"),
+            Sessions::Srun => format!("srun (the step with the agent on {host})"),
+        }
     }
 
     fn trace_report(&self, r: &Report) {

@@ -11,7 +11,7 @@ use rgasnet_launcher::coord::Report;
 use rgasnet_launcher::server::BootstrapServer;
 
 use crate::cli::Job;
-use crate::job::{catch_signals, trace, Event, Fleet, Supervisor};
+use crate::job::{catch_signals, trace, Event, Fleet, Sessions, Supervisor};
 use crate::procs::{kill_grace, Children, Outputs};
 use crate::rank_env;
 
@@ -126,6 +126,7 @@ pub(crate) fn run(job: &Job) -> Result<i32> {
         grace,
         verbose: job.verbose,
         label: None,
+        sessions: Sessions::Ssh,
     };
     let code = sup.run(&mut children);
     outputs.drain(Instant::now() + Duration::from_secs(1));

@@ -1,18 +1,20 @@
-//! `rgasnetrun`: starts an rgasnet job (locally, over ssh or under mpirun), serves its
+//! `rgasnetrun`: starts an rgasnet job (locally, over ssh, through srun or under mpirun), serves its
 //! bootstrap and supervises it: the ranks live and die together.
 //!
 //! The same executable has two internal modes, chosen by the first argument: the exec shim
 //! (`__rgasnet_exec`, runs in each child before the program) and the ssh agent
-//! (`__rgasnet_agent`, started on each remote host).
+//! (`__rgasnet_agent`, started on each remote host by ssh or srun).
 #![forbid(unsafe_code)]
 
 mod agent;
 mod cli;
+mod hostlist;
 mod job;
 mod local;
 mod mpirun;
 mod plan;
 mod procs;
+mod slurm;
 mod ssh;
 
 use std::ffi::OsString;
@@ -85,6 +87,7 @@ fn run(job: cli::Job) -> anyhow::Result<i32> {
     match job.spawner {
         plan::Spawner::Local => local::run(&job),
         plan::Spawner::Ssh => ssh::run(&job),
+        plan::Spawner::Slurm => slurm::run(&job),
         plan::Spawner::Mpi => mpirun::run(&job),
     }
 }

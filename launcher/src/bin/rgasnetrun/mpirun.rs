@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use nix::sys::signal::Signal;
 
 use crate::cli::Job;
-use crate::job::{catch_signals, trace, Event, Fleet, Supervisor};
+use crate::job::{catch_signals, trace, Event, Fleet, Sessions, Supervisor};
 use crate::plan::{expand_template, resolve_program, TemplateArgs};
 use crate::procs::{kill_grace, Children, Outputs};
 
@@ -142,6 +142,7 @@ pub(crate) fn run(job: &Job) -> Result<i32> {
         grace: kill_grace()?,
         verbose: job.verbose,
         label: Some("mpirun"),
+        sessions: Sessions::Ssh,
     };
     let mut fleet = (children, ());
     let code = sup.run(&mut fleet);

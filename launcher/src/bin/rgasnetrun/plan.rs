@@ -14,6 +14,9 @@ pub(crate) enum Spawner {
     Local,
     /// One `ssh` per host runs an `rgasnetrun` agent that starts that host's ranks.
     Ssh,
+    /// Inside a Slurm allocation: one `srun` step runs an `rgasnetrun` agent on each node,
+    /// which starts that node's ranks (as the ssh spawner's agents do).
+    Slurm,
     /// Run the job under `mpirun`; ranks bootstrap through MPI.
     Mpi,
 }
@@ -23,6 +26,7 @@ impl Spawner {
         match self {
             Spawner::Local => "local",
             Spawner::Ssh => "ssh",
+            Spawner::Slurm => "slurm",
             Spawner::Mpi => "mpi",
         }
     }
@@ -33,7 +37,21 @@ impl Spawner {
             "l" | "local" => Ok(Spawner::Local),
             "s" | "ssh" => Ok(Spawner::Ssh),
             "m" | "mpi" => Ok(Spawner::Mpi),
-            _ => bail!("GASNET_SPAWNFN={v:?} is not a spawner; use L (local), S (ssh) or M (mpi)"),
+            "slurm" | "pmi" => Ok(Spawner::Slurm),
+            _ => bail!(
+                "GASNET_SPAWNFN={v:?} is not a spawner; use L (local), S (ssh), M (mpi) or slurm"
+            ),
+        }
+    }
+
+    /// Parses GASNet-EX's `GASNET_SPAWNER` (`ssh`, `mpi`, `pmi`; also `local`, `slurm`).
+    pub(crate) fn from_spawner_var(v: &str) -> Result<Spawner> {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "local" => Ok(Spawner::Local),
+            "ssh" => Ok(Spawner::Ssh),
+            "mpi" => Ok(Spawner::Mpi),
+            "pmi" | "slurm" => Ok(Spawner::Slurm),
+            _ => bail!("GASNET_SPAWNER={v:?} is not a spawner; use local, ssh, mpi or pmi (srun)"),
         }
     }
 }
@@ -376,5 +394,9 @@ mod tests {
         assert_eq!(shell_quote(""), "''");
         assert_eq!(Spawner::from_spawnfn("S").unwrap(), Spawner::Ssh);
         assert!(Spawner::from_spawnfn("X").is_err());
+        assert_eq!(Spawner::from_spawnfn("slurm").unwrap(), Spawner::Slurm);
+        assert_eq!(Spawner::from_spawner_var("PMI").unwrap(), Spawner::Slurm);
+        assert_eq!(Spawner::from_spawner_var("ssh").unwrap(), Spawner::Ssh);
+        assert!(Spawner::from_spawner_var("S").is_err());
     }
 }

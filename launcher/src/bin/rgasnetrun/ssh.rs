@@ -17,7 +17,7 @@ use rgasnet_launcher::env;
 use rgasnet_launcher::server::BootstrapServer;
 
 use crate::cli::Job;
-use crate::job::{catch_signals, trace, Event, Fleet, Supervisor};
+use crate::job::{catch_signals, trace, Event, Fleet, Sessions, Supervisor};
 use crate::local::forward_reports;
 use crate::plan::{block_distribution, resolve_program, shell_quote};
 use crate::procs::{kill_grace, Children, Hold, Outputs, Sink};
@@ -70,9 +70,51 @@ impl Fleet for SshFleet {
     }
 }
 
+/// Watches the agents of `hosts` hosts join: returns the report hook that notes each join and
+/// runs `on_join(host)`; after `timeout`, sends [`Event::StartupTimeout`] naming the hosts
+/// whose agent never joined.
+pub(crate) fn watch_agents(
+    hosts: usize,
+    tx: mpsc::Sender<Event>,
+    timeout: Duration,
+    on_join: impl Fn(usize) + Send + 'static,
+) -> impl Fn(&Report) + Send + 'static {
+    let joined = Arc::new(Mutex::new(vec![false; hosts]));
+    {
+        let joined = Arc::clone(&joined);
+        let _ = thread::Builder::new()
+            .name("agent-timeout".into())
+            .spawn(move || {
+                thread::sleep(timeout);
+                let missing: Vec<usize> = match joined.lock() {
+                    Ok(j) => j
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, ok)| !**ok)
+                        .map(|(i, _)| i)
+                        .collect(),
+                    Err(_) => Vec::new(),
+                };
+                if !missing.is_empty() {
+                    let _ = tx.send(Event::StartupTimeout { missing });
+                }
+            });
+    }
+    move |r: &Report| {
+        if let Report::AgentJoined { host } = r {
+            on_join(*host as usize);
+            if let Ok(mut j) = joined.lock() {
+                if let Some(slot) = j.get_mut(*host as usize) {
+                    *slot = true;
+                }
+            }
+        }
+    }
+}
+
 /// The address remote ranks and agents should use to reach this machine: the local address
 /// of the route to the first host, unless `RGASNET_BOOTSTRAP_HOST` says otherwise.
-fn advertised_ip(first_host: &str) -> Result<IpAddr> {
+pub(crate) fn advertised_ip(first_host: &str) -> Result<IpAddr> {
     if let Ok(h) = std::env::var(env::BOOTSTRAP_HOST) {
         return (h.as_str(), 0)
             .to_socket_addrs()
@@ -206,22 +248,13 @@ pub(crate) fn run(job: &Job) -> Result<i32> {
     let (tx, rx) = mpsc::channel();
     catch_signals(tx.clone());
     let holds: Vec<Arc<Mutex<Hold>>> = hosts.iter().map(|_| Arc::default()).collect();
-    let joined = Arc::new(Mutex::new(vec![false; hosts.len()]));
     let hook = {
         let holds = holds.clone();
-        let joined = Arc::clone(&joined);
-        move |r: &Report| {
-            if let Report::AgentJoined { host } = r {
-                if let Some(h) = holds.get(*host as usize) {
-                    Hold::release(h, Sink::Stderr);
-                }
-                if let Ok(mut j) = joined.lock() {
-                    if let Some(slot) = j.get_mut(*host as usize) {
-                        *slot = true;
-                    }
-                }
+        watch_agents(hosts.len(), tx.clone(), AGENT_TIMEOUT, move |host| {
+            if let Some(h) = holds.get(host) {
+                Hold::release(h, Sink::Stderr);
             }
-        }
+        })
     };
     let server = BootstrapServer::start(
         SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
@@ -290,26 +323,6 @@ pub(crate) fn run(job: &Job) -> Result<i32> {
             }
         }
     }
-    {
-        let tx = tx.clone();
-        let _ = thread::Builder::new()
-            .name("agent-timeout".into())
-            .spawn(move || {
-                thread::sleep(AGENT_TIMEOUT);
-                let missing: Vec<usize> = match joined.lock() {
-                    Ok(j) => j
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, ok)| !**ok)
-                        .map(|(i, _)| i)
-                        .collect(),
-                    Err(_) => Vec::new(),
-                };
-                if !missing.is_empty() {
-                    let _ = tx.send(Event::StartupTimeout { missing });
-                }
-            });
-    }
     let mut rank_host = Vec::with_capacity(job.ranks as usize);
     for (i, (_, count)) in dist.iter().enumerate() {
         rank_host.extend(std::iter::repeat_n(i, *count as usize));
@@ -323,6 +336,7 @@ pub(crate) fn run(job: &Job) -> Result<i32> {
         grace: grace + Duration::from_secs(2),
         verbose: job.verbose,
         label: None,
+        sessions: Sessions::Ssh,
     };
     let mut fleet = SshFleet { ssh, server };
     let code = sup.run(&mut fleet);

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# A real one-host Slurm for tests: munged, slurmctld and slurmd of Debian's slurm-wlm, each
+# with files under DIR only (its own munge socket and key, its own slurm.conf), this host as
+# the only node with CPUS CPUs (default 8, more than the VM has: oversubscription is allowed).
+#
+#   scripts/slurm-one-host.sh start DIR [CPUS]   start, wait until the node is idle, print
+#                                                 `export SLURM_CONF=...` (eval it)
+#   scripts/slurm-one-host.sh stop DIR            stop the daemons that `start` started
+#
+# Nothing outside DIR is written; only the processes whose pids `start` recorded are stopped.
+# Missing packages: one line naming them, exit status 3 (callers print SKIPPED).
+set -euo pipefail
+
+die() { echo "slurm-one-host: $*" >&2; exit 1; }
+
+cmd=${1:-}
+dir=${2:-}
+[ -n "$cmd" ] && [ -n "$dir" ] || die "usage: $0 start|stop DIR [CPUS]"
+
+stop() {
+    local d=$1 f pid
+    for f in slurmd slurmctld munged; do
+        [ -s "$d/$f.pid" ] || continue
+        pid=$(cat "$d/$f.pid")
+        # Only a process that still runs the daemon we started (pids are reused).
+        if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$f"; then
+            kill "$pid" 2>/dev/null || true
+            for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+            kill -9 "$pid" 2>/dev/null || true
+        fi
+        rm -f "$d/$f.pid"
+    done
+}
+
+if [ "$cmd" = stop ]; then
+    stop "$dir"
+    exit 0
+fi
+[ "$cmd" = start ] || die "unknown command $cmd (start or stop)"
+cpus=${3:-8}
+
+missing=()
+for p in munged slurmctld slurmd srun sinfo; do
+    command -v "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "slurm-one-host: missing ${missing[*]}: apt-get install slurm-wlm munge" >&2
+    exit 3
+fi
+[ "$(id -u)" = 0 ] || die "needs root (slurmd runs jobs as their users)"
+
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+host=$(hostname -s)
+mkdir -p "$dir/munge" "$dir/state" "$dir/spool"
+chmod 700 "$dir/munge"
+
+# munge: a fresh key and a private socket, so that no system munged is needed or disturbed.
+if [ ! -s "$dir/munge/key" ]; then
+    dd if=/dev/urandom of="$dir/munge/key" bs=128 count=1 status=none
+    chmod 400 "$dir/munge/key"
+fi
+sock="$dir/munge/socket"
+munged --force --socket="$sock" --key-file="$dir/munge/key" --pid-file="$dir/munged.pid" \
+    --log-file="$dir/munge/log" --seed-file="$dir/munge/seed" ||
+    die "munged did not start; see $dir/munge/log"
+
+# Ports: free ones near the defaults, so that a test run does not collide with a real Slurm.
+free_port() {
+    local p
+    for p in $(seq "$1" $(($1 + 200))); do
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
+    done
+    die "no free TCP port near $1"
+}
+ctld_port=$(free_port 16817)
+slurmd_port=$(free_port $((ctld_port + 1)))
+
+conf="$dir/slurm.conf"
+cat >"$conf" <<EOF
+ClusterName=rgasnet-test
+SlurmctldHost=$host
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$sock
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+SlurmctldLogFile=$dir/slurmctld.log
+SlurmdLogFile=$dir/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+MpiDefault=none
+SlurmdParameters=config_overrides
+MailProg=/bin/true
+KillWait=2
+InactiveLimit=0
+NodeName=$host CPUs=$cpus State=UNKNOWN
+PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+EOF
+export SLURM_CONF=$conf
+
+slurmctld -c -f "$conf" || { stop "$dir"; die "slurmctld did not start; see $dir/slurmctld.log"; }
+# slurmd in the foreground, detached from this shell; it writes its pid file itself.
+setsid slurmd -c -F -f "$conf" </dev/null >>"$dir/slurmd.out" 2>&1 &
+for _ in $(seq 150); do
+    state=$(sinfo -h -n "$host" -o %T 2>/dev/null || true)
+    case $state in
+        idle) echo "export SLURM_CONF=$conf"; exit 0 ;;
+    esac
+    sleep 0.2
+done
+stop "$dir"
+die "the node did not become idle in 30 s (state: ${state:-none}); see $dir/slurmctld.log and $dir/slurmd.log"
