@@ -143,6 +143,16 @@ pub enum BootstrapError {
         /// What is wrong.
         reason: String,
     },
+    /// A call of the PMI server's client library (PMIx or PMI-2) failed.
+    #[error("{call}: {server} bootstrap failed: {reason}")]
+    Pmi {
+        /// `PMIx` or `PMI-2`.
+        server: &'static str,
+        /// The library call (`PMIx_Fence`, `PMI2_KVS_Get`, ...).
+        call: &'static str,
+        /// The library's error, or what was wrong with its answer.
+        reason: String,
+    },
     /// An MPI bootstrap operation failed.
     #[error("{op}: MPI bootstrap failed: {reason}")]
     Mpi {

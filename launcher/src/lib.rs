@@ -6,19 +6,27 @@
 //!
 //! A rank calls [`Bootstrap::from_env`]; it reads the `RGASNET_*` variables ([`env`](mod@env)) that
 //! `rgasnetrun` set and connects to the launcher's [`server::BootstrapServer`] over TCP,
-//! presenting the job key. With the `mpi` feature, a process started by `mpirun` (with or
-//! without `rgasnetrun`) bootstraps through MPI instead.
+//! presenting the job key. Without those variables, a process started by a PMI server
+//! bootstraps through it: PMIx with the `pmix` feature (`srun --mpi=pmix`, Open MPI's
+//! `mpirun`), PMI-2 with the `pmi2` feature (`srun --mpi=pmi2`); and with the `mpi` feature, a
+//! process started by `mpirun` bootstraps through MPI. The order is `rgasnetrun`, PMIx, PMI-2,
+//! MPI.
 //!
 //! Layers: [`proto`] (frames, sans-IO), [`coord`] (the server's state machine, sans-IO),
-//! `client` and [`server`] (thin TCP layers), [`env`](mod@env) (every variable name).
-#![forbid(unsafe_code)]
+//! `client` and [`server`] (thin TCP layers), [`env`](mod@env) (every variable name). The PMI
+//! clients' `unsafe` is confined to their FFI modules (`pmi/pmix.rs`, `pmi/pmi2.rs`).
+#![deny(unsafe_code)]
 
 mod client;
 pub mod coord;
 pub mod env;
 pub mod error;
+#[cfg(any(feature = "mpi", feature = "pmix", feature = "pmi2"))]
+mod exchange;
 #[cfg(feature = "mpi")]
 mod mpi_boot;
+#[cfg(any(feature = "pmix", feature = "pmi2"))]
+mod pmi;
 pub mod proto;
 pub mod server;
 
@@ -31,6 +39,8 @@ enum Backend {
     Tcp(TcpClient),
     #[cfg(feature = "mpi")]
     Mpi(mpi_boot::MpiBoot),
+    #[cfg(any(feature = "pmix", feature = "pmi2"))]
+    Pmi(pmi::PmiBoot),
 }
 
 /// A rank's bootstrap session: who it is in the job and the collective operations used to
@@ -57,20 +67,46 @@ impl std::fmt::Debug for Bootstrap {
     }
 }
 
-#[cfg(feature = "mpi")]
+#[cfg(all(feature = "mpi", not(any(feature = "pmix", feature = "pmi2"))))]
 const MPI_HINT: &str = ", or under MPI (`mpirun -np 2 PROGRAM`)";
-#[cfg(not(feature = "mpi"))]
+#[cfg(any(feature = "pmix", feature = "pmi2"))]
+const MPI_HINT: &str =
+    ", or under a PMI server (`srun --mpi=pmix -n 2 PROGRAM`, `srun --mpi=pmi2 ...`, `mpirun`)";
+#[cfg(not(any(feature = "mpi", feature = "pmix", feature = "pmi2")))]
 const MPI_HINT: &str = "";
 
 impl Bootstrap {
     /// Joins the job this process was started in: from the `RGASNET_*` variables set by
-    /// `rgasnetrun`, or (feature `mpi`) from an MPI environment when those are absent.
+    /// `rgasnetrun`; when those are absent, through a PMI server (features `pmix`, `pmi2`) or
+    /// MPI (feature `mpi`).
     pub fn from_env() -> Result<Bootstrap, BootstrapError> {
         let get = |k: &str| std::env::var_os(k).map(|v| v.to_string_lossy().into_owned());
         match env::parse_rank_env(get)? {
             Some(e) => Self::connect(e),
+            None => Self::from_pmi_or_mpi(),
+        }
+    }
+
+    #[cfg(any(feature = "pmix", feature = "pmi2"))]
+    fn from_pmi_or_mpi() -> Result<Bootstrap, BootstrapError> {
+        match pmi::detect(|k| std::env::var_os(k).is_some()) {
+            Some(server) => {
+                let (p, info) = pmi::PmiBoot::start(server)?;
+                Ok(Bootstrap {
+                    rank: info.rank,
+                    size: info.size,
+                    job_key: info.job_key,
+                    host_ranks: info.host_ranks,
+                    backend: Backend::Pmi(p),
+                })
+            }
             None => Self::from_mpi_or_fail(),
         }
+    }
+
+    #[cfg(not(any(feature = "pmix", feature = "pmi2")))]
+    fn from_pmi_or_mpi() -> Result<Bootstrap, BootstrapError> {
+        Self::from_mpi_or_fail()
     }
 
     /// Joins a job over TCP with explicitly given parameters (what [`from_env`](Self::from_env)
@@ -144,6 +180,8 @@ impl Bootstrap {
             }
             #[cfg(feature = "mpi")]
             Backend::Mpi(m) => m.put(key, value),
+            #[cfg(any(feature = "pmix", feature = "pmi2"))]
+            Backend::Pmi(p) => p.put(key, value),
         }
     }
 
@@ -153,6 +191,8 @@ impl Bootstrap {
             Backend::Tcp(c) => expect_done(c.call("fence", &ToServer::Fence, false)?, "fence"),
             #[cfg(feature = "mpi")]
             Backend::Mpi(m) => m.fence(),
+            #[cfg(any(feature = "pmix", feature = "pmi2"))]
+            Backend::Pmi(p) => p.fence(),
         }
     }
 
@@ -170,6 +210,8 @@ impl Bootstrap {
             }
             #[cfg(feature = "mpi")]
             Backend::Mpi(m) => m.get(key)?,
+            #[cfg(any(feature = "pmix", feature = "pmi2"))]
+            Backend::Pmi(p) => p.get(key)?,
         };
         value.ok_or_else(|| BootstrapError::KeyNotFound {
             key: key.to_string(),
@@ -191,6 +233,8 @@ impl Bootstrap {
             }
             #[cfg(feature = "mpi")]
             Backend::Mpi(m) => m.allgather(mine)?,
+            #[cfg(any(feature = "pmix", feature = "pmi2"))]
+            Backend::Pmi(p) => p.allgather(mine)?,
         };
         if blobs.len() != self.size as usize || blobs.iter().any(|b| b.len() != mine.len()) {
             return Err(BootstrapError::Collective {
@@ -235,6 +279,8 @@ impl Bootstrap {
             }
             #[cfg(feature = "mpi")]
             Backend::Mpi(m) => m.broadcast(root, data),
+            #[cfg(any(feature = "pmix", feature = "pmi2"))]
+            Backend::Pmi(p) => p.broadcast(root, data),
         }
     }
 
@@ -246,6 +292,8 @@ impl Bootstrap {
             }
             #[cfg(feature = "mpi")]
             Backend::Mpi(m) => m.barrier(),
+            #[cfg(any(feature = "pmix", feature = "pmi2"))]
+            Backend::Pmi(p) => p.barrier(),
         }
     }
 
@@ -257,6 +305,8 @@ impl Bootstrap {
             Backend::Tcp(c) => c.send_abort(code),
             #[cfg(feature = "mpi")]
             Backend::Mpi(m) => m.abort(code),
+            #[cfg(any(feature = "pmix", feature = "pmi2"))]
+            Backend::Pmi(p) => p.abort(code),
         }
         std::process::exit(code)
     }

@@ -11,6 +11,7 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use mpi::Threading;
 
 use crate::error::BootstrapError;
+use crate::exchange::{decode_puts, encode_puts, hostname, ranks_on_host};
 
 /// Variables that MPI launchers (Open MPI, PMIx, MPICH's Hydra) set in each process.
 const MPI_MARKERS: &[&str] = &["OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"];
@@ -64,43 +65,6 @@ fn allgather_var(data: &[u8], size: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn encode_puts(puts: &[(String, Vec<u8>)]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (k, v) in puts {
-        out.extend_from_slice(&(k.len() as u64).to_le_bytes());
-        out.extend_from_slice(k.as_bytes());
-        out.extend_from_slice(&(v.len() as u64).to_le_bytes());
-        out.extend_from_slice(v);
-    }
-    out
-}
-
-fn decode_puts(mut buf: &[u8]) -> Option<Vec<(String, Vec<u8>)>> {
-    fn field<'a>(buf: &mut &'a [u8]) -> Option<&'a [u8]> {
-        let (len, rest) = buf.split_first_chunk::<8>()?;
-        let len = usize::try_from(u64::from_le_bytes(*len)).ok()?;
-        if rest.len() < len {
-            return None;
-        }
-        let (f, rest) = rest.split_at(len);
-        *buf = rest;
-        Some(f)
-    }
-    let mut out = Vec::new();
-    while !buf.is_empty() {
-        let k = String::from_utf8(field(&mut buf)?.to_vec()).ok()?;
-        let v = field(&mut buf)?.to_vec();
-        out.push((k, v));
-    }
-    Some(out)
-}
-
-fn hostname() -> String {
-    nix::unistd::gethostname()
-        .map(|h| h.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
 impl MpiBoot {
     /// Initializes MPI and learns rank, size, the job key (drawn by rank 0) and the ranks that
     /// share this host name.
@@ -126,12 +90,7 @@ impl MpiBoot {
         w.process_at_rank(0).broadcast_into(&mut key);
         let me = hostname();
         let hosts = allgather_var(me.as_bytes(), size);
-        let host_ranks = hosts
-            .iter()
-            .enumerate()
-            .filter(|(_, h)| h.as_slice() == me.as_bytes())
-            .map(|(r, _)| r as u32)
-            .collect();
+        let host_ranks = ranks_on_host(&hosts, me.as_bytes());
         let boot = MpiBoot {
             state: Mutex::new(State {
                 _universe: universe,
@@ -239,18 +198,5 @@ impl MpiBoot {
         if let Ok(_st) = self.state.try_lock() {
             world().abort(code);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn put_lists_round_trip_and_reject_garbage() {
-        let puts = vec![("a".to_string(), vec![1, 2]), ("".to_string(), vec![])];
-        assert_eq!(decode_puts(&encode_puts(&puts)), Some(puts));
-        assert_eq!(decode_puts(&[1, 0, 0]), None);
-        assert_eq!(decode_puts(&[9, 0, 0, 0, 0, 0, 0, 0, b'a']), None);
     }
 }

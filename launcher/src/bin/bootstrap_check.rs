@@ -47,7 +47,7 @@ fn check(b: &Bootstrap) -> Result<(), String> {
         }
     }
     for root in 0..s {
-        let payload = format!("from-root-{root}-{}", "x".repeat(root as usize * 100));
+        let payload = format!("from-root-{root}-{}", "x".repeat(root as usize * 700));
         let data = (root == r).then_some(payload.as_bytes());
         let got = b.broadcast(root, data).map_err(|e| err("broadcast", e))?;
         if got != payload.as_bytes() {
