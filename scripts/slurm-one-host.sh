@@ -7,11 +7,15 @@
 #                                                 `export SLURM_CONF=...` (eval it)
 #   scripts/slurm-one-host.sh stop DIR            stop the daemons that `start` started
 #
+# With SLURM_ONE_HOST_OWNER=PID, `start` also leaves a watcher that stops the daemons and
+# removes DIR once process PID is gone (a test binary that cannot run code at its exit).
+#
 # Nothing outside DIR is written; only the processes whose pids `start` recorded are stopped.
 # Missing packages: one line naming them, exit status 3 (callers print SKIPPED).
 set -euo pipefail
 
 die() { echo "slurm-one-host: $*" >&2; exit 1; }
+self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 
 cmd=${1:-}
 dir=${2:-}
@@ -115,7 +119,14 @@ setsid slurmd -c -F -f "$conf" </dev/null >>"$dir/slurmd.out" 2>&1 &
 for _ in $(seq 150); do
     state=$(sinfo -h -n "$host" -o %T 2>/dev/null || true)
     case $state in
-        idle) echo "export SLURM_CONF=$conf"; exit 0 ;;
+        idle)
+            if [ -n "${SLURM_ONE_HOST_OWNER:-}" ]; then
+                setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; "$2" stop "$3"; rm -rf "$3"' \
+                    watcher "$SLURM_ONE_HOST_OWNER" "$self" "$dir" </dev/null >/dev/null 2>&1 &
+            fi
+            echo "export SLURM_CONF=$conf"
+            exit 0
+            ;;
     esac
     sleep 0.2
 done

@@ -23,6 +23,15 @@ else
     echo "SKIPPED: rgasnet-launcher --features mpi (tests/mpi.rs) — Open MPI or libclang missing; fix: apt-get install -y openmpi-bin libopenmpi-dev libclang-dev" >>"$skip_log"
 fi
 
+# Cluster launch through PMI (features pmix, pmi2): ranks that srun --mpi=pmix|pmi2 and mpirun
+# start without rgasnetrun, against the one-host Slurm of scripts/slurm-one-host.sh.
+if pkg-config --exists pmix 2>/dev/null && [ -f /usr/include/slurm/pmi2.h ] && have_libclang; then
+    cargo test -p rgasnet-launcher --features pmix,pmi2 --release --lib
+    cargo test -p rgasnet-tests --features pmix,pmi2 --release --test slurm
+else
+    echo "SKIPPED: PMIx/PMI-2 bootstrap (tests/tests/slurm.rs with --features pmix,pmi2) — libpmix, Slurm's pmi2.h or libclang missing; fix: apt-get install -y libpmix-dev libpmi2-0-dev libclang-dev pkg-config" >>"$skip_log"
+fi
+
 # GASNet-EX's own tests on the rgasnet conduit, when the GASNet-EX release is at hand (CI has
 # it in ../shared/vendor). Built inside this clone, in target/gasnet-ex, once per run.
 gasnet_tarball=${GASNET_TARBALL:-../shared/vendor/GASNet-2025.8.0.tar.gz}

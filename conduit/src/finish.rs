@@ -229,6 +229,10 @@ impl Inner {
                 self.rank
             );
         }
+        if leaving {
+            // The rank's end: a PMI server that started it must hear that it ends normally.
+            self.boot.finalize();
+        }
     }
 }
 

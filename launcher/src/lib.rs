@@ -297,6 +297,19 @@ impl Bootstrap {
         }
     }
 
+    /// Says that this rank is done with the bootstrap and ends normally: a PMI server is told
+    /// so (`PMIx_Finalize`, `PMI2_Finalize`; `mpirun` counts a rank that exits without it as
+    /// failed). Later bootstrap calls fail. Idempotent; nothing to do for `rgasnetrun` and MPI.
+    pub fn finalize(&self) {
+        match &self.backend {
+            Backend::Tcp(_) => {}
+            #[cfg(feature = "mpi")]
+            Backend::Mpi(_) => {}
+            #[cfg(any(feature = "pmix", feature = "pmi2"))]
+            Backend::Pmi(p) => p.finalize(),
+        }
+    }
+
     /// Ends the whole job with exit status `code` (non-collective, any rank, any thread). The
     /// launcher stops every other rank; this process exits with `code` after the launcher
     /// acknowledged, or after a short bounded wait if the launcher is gone.

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod lossy;
+pub mod slurm;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -116,7 +117,7 @@ pub fn run_job(
 
 /// Runs `cmd` (a job) to its end, collecting its output, killing it and failing if it does
 /// not finish within `timeout`.
-pub(crate) fn run_command(mut cmd: Command, timeout: Duration) -> JobOutput {
+pub fn run_command(mut cmd: Command, timeout: Duration) -> JobOutput {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let start = Instant::now();
     let mut child = cmd.spawn().expect("spawn the job");
@@ -223,4 +224,39 @@ pub fn assert_send_left_counts(what: &str, out: &JobOutput) {
         out.stdout,
         out.stderr
     );
+}
+
+/// Prints `SKIPPED: test — why` and appends it to `$RGASNET_SKIP_LOG` when set (scripts/test.sh
+/// lists that file's lines in its summary, since cargo captures test output).
+pub fn skip(test: &str, why: &str) {
+    let line = format!("SKIPPED: {test} — {why}");
+    println!("{line}");
+    if let Some(path) = std::env::var_os("RGASNET_SKIP_LOG") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+}
+
+/// The launcher's bootstrap test program (`rgasnet-bootstrap-check`), built for this run with
+/// the PMI features this crate was built with (`pmix`, `pmi2`).
+pub fn bootstrap_check() -> PathBuf {
+    let mut features = Vec::new();
+    if cfg!(feature = "pmix") {
+        features.push("pmix");
+    }
+    if cfg!(feature = "pmi2") {
+        features.push("pmi2");
+    }
+    let joined = features.join(",");
+    let mut args = vec!["-p", "rgasnet-launcher", "--bin", "rgasnet-bootstrap-check"];
+    if !features.is_empty() {
+        args.extend(["--features", joined.as_str()]);
+    }
+    build_artifact("rgasnet-bootstrap-check", &args, true)
 }

@@ -71,23 +71,13 @@ fn unavailable() -> Option<&'static str> {
     .as_deref()
 }
 
-/// Prints the skip line and appends it to `$RGASNET_SKIP_LOG` when set (scripts/test.sh
-/// lists that file's lines in its summary).
 fn skip(test: &str, why: &str) {
-    let line = format!(
-        "SKIPPED: {test} — {why}; fix: run as root (or with user namespaces) after apt-get install -y nftables iproute2"
+    crate::skip(
+        test,
+        &format!(
+            "{why}; fix: run as root (or with user namespaces) after apt-get install -y nftables iproute2"
+        ),
     );
-    println!("{line}");
-    if let Some(path) = std::env::var_os("RGASNET_SKIP_LOG") {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-        {
-            let _ = writeln!(f, "{line}");
-        }
-    }
 }
 
 /// Runs `rgasnetrun -n ranks program args…` in a namespace that mangles `loss` of its UDP

@@ -40,6 +40,8 @@ pub(crate) trait PmiClient: Send {
     fn get(&mut self, rank: u32, key: &str) -> Result<Vec<u8>, BootstrapError>;
     /// Collective: returns when every rank has entered it.
     fn barrier(&mut self) -> Result<(), BootstrapError>;
+    /// Tells the server that this rank ends normally; later calls are not made.
+    fn finalize(&mut self);
     /// Asks the server to end the whole job with `code` (a process may call it while another
     /// thread is inside a collective; clients that cannot, return instead).
     fn abort(&self, code: i32, msg: &str);
@@ -81,6 +83,8 @@ pub(crate) struct PmiInfo {
 
 struct State {
     client: Box<dyn PmiClient>,
+    /// [`PmiBoot::finalize`] ran: every later call fails.
+    finalized: bool,
     /// Sequence number of the next collective (the same on every rank).
     seq: u64,
     puts: Vec<(String, Vec<u8>)>,
@@ -124,6 +128,7 @@ impl PmiBoot {
         let name = client.server();
         let mut st = State {
             client,
+            finalized: false,
             seq: 0,
             puts: Vec::new(),
             store: HashMap::new(),
@@ -169,11 +174,28 @@ impl PmiBoot {
     }
 
     fn lock(&self, call: &'static str) -> Result<MutexGuard<'_, State>, BootstrapError> {
-        self.state.lock().map_err(|_| BootstrapError::Pmi {
+        let st = self.state.lock().map_err(|_| BootstrapError::Pmi {
             server: self.server,
             call,
             reason: "another thread panicked inside a PMI bootstrap call".into(),
-        })
+        })?;
+        if st.finalized {
+            return Err(BootstrapError::Pmi {
+                server: self.server,
+                call,
+                reason: "called after this rank finalized its bootstrap".into(),
+            });
+        }
+        Ok(st)
+    }
+
+    /// Tells the server that this rank ends normally (once; later calls do nothing).
+    pub(crate) fn finalize(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if !st.finalized {
+            st.finalized = true;
+            st.client.finalize();
+        }
     }
 
     pub(crate) fn put(&self, key: &str, value: &[u8]) -> Result<(), BootstrapError> {

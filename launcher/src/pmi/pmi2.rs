@@ -25,6 +25,7 @@ pub(super) struct Pmi2 {
     rank: u32,
     size: u32,
     jobid: CString,
+    finalized: bool,
 }
 
 fn error(call: &'static str, reason: String) -> BootstrapError {
@@ -95,7 +96,12 @@ impl Pmi2 {
         buf[JOBID_LEN - 1] = 0;
         // SAFETY: NUL-terminated (forced above), inside `buf`.
         let jobid = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_owned();
-        Ok(Pmi2 { rank, size, jobid })
+        Ok(Pmi2 {
+            rank,
+            size,
+            jobid,
+            finalized: false,
+        })
     }
 
     fn put_str(&self, key: &str, value: &str) -> Result<(), BootstrapError> {
@@ -188,6 +194,14 @@ impl PmiClient for Pmi2 {
         self.exchange()
     }
 
+    fn finalize(&mut self) {
+        if !self.finalized {
+            self.finalized = true;
+            // SAFETY: finalizes the client initialized in `init`, once.
+            let _ = unsafe { ffi::PMI2_Finalize() };
+        }
+    }
+
     fn abort(&self, _code: i32, msg: &str) {
         let msg = CString::new(msg.replace('\0', " ")).unwrap_or_default();
         // SAFETY: a NUL-terminated message alive for the call; flag 1 aborts the whole job.
@@ -197,8 +211,7 @@ impl PmiClient for Pmi2 {
 
 impl Drop for Pmi2 {
     fn drop(&mut self) {
-        // SAFETY: finalizes the client initialized in `init`.
-        let _ = unsafe { ffi::PMI2_Finalize() };
+        self.finalize();
     }
 }
 

@@ -17,6 +17,7 @@ pub(super) const SERVER: &str = "PMIx";
 pub(super) struct Pmix {
     me: ffi::pmix_proc_t,
     size: u32,
+    finalized: bool,
 }
 
 fn error(call: &'static str, reason: String) -> BootstrapError {
@@ -73,7 +74,11 @@ impl Pmix {
         check("PMIx_Init", unsafe {
             ffi::PMIx_Init(&mut me, ptr::null_mut(), 0)
         })?;
-        let mut p = Pmix { me, size: 0 };
+        let mut p = Pmix {
+            me,
+            size: 0,
+            finalized: false,
+        };
         let job_size = CString::from(c"pmix.job.size");
         p.size = match p.get_value("PMIx_Get(pmix.job.size)", &p.wildcard(), &job_size)? {
             Value::U32(n) if n > 0 => n,
@@ -219,6 +224,14 @@ impl PmiClient for Pmix {
         self.fence("PMIx_Fence", false)
     }
 
+    fn finalize(&mut self) {
+        if !self.finalized {
+            self.finalized = true;
+            // SAFETY: finalizes the client initialized in `init`, once; no info array.
+            let _ = unsafe { ffi::PMIx_Finalize(ptr::null(), 0) };
+        }
+    }
+
     fn abort(&self, code: i32, msg: &str) {
         abort_job(code, msg);
     }
@@ -235,7 +248,6 @@ pub(super) fn abort_job(code: i32, msg: &str) {
 
 impl Drop for Pmix {
     fn drop(&mut self) {
-        // SAFETY: finalizes the client initialized in `init`; no info array.
-        let _ = unsafe { ffi::PMIx_Finalize(ptr::null(), 0) };
+        self.finalize();
     }
 }

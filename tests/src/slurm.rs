@@ -1,0 +1,81 @@
+//! A private one-host Slurm for the tests (`scripts/slurm-one-host.sh`), started once per test
+//! binary and stopped by the script's watcher when the binary exits; tests that use it take
+//! turns (one job at a time on this small machine).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// The running Slurm: its configuration file.
+#[derive(Debug)]
+pub struct Cluster {
+    /// `SLURM_CONF` of every Slurm command of the tests.
+    pub conf: PathBuf,
+}
+
+static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
+static TURN: Mutex<()> = Mutex::new(());
+
+fn start() -> Result<Cluster, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let script = root.join("scripts/slurm-one-host.sh");
+    let dir = std::env::temp_dir().join(format!("rgasnet-slurm-{}", std::process::id()));
+    let out = Command::new(&script)
+        .arg("start")
+        .arg(&dir)
+        .env("SLURM_ONE_HOST_OWNER", std::process::id().to_string())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    match out.status.code() {
+        Some(0) => {}
+        // Missing packages or not root: the script says which; the tests skip.
+        Some(3) => return Err(stderr),
+        _ => panic!("{} start failed: {stderr}", script.display()),
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let conf = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("export SLURM_CONF="))
+        .unwrap_or_else(|| panic!("no SLURM_CONF in the script's output: {stdout}"));
+    Ok(Cluster {
+        conf: PathBuf::from(conf.trim()),
+    })
+}
+
+/// The test binary's Slurm and this test's turn on it; `None` (after a SKIPPED line) where
+/// Slurm cannot run here.
+pub fn cluster(test: &str) -> Option<(&'static Cluster, MutexGuard<'static, ()>)> {
+    if !nix::unistd::geteuid().is_root() {
+        crate::skip(
+            test,
+            "the one-host Slurm needs root (slurmd runs jobs as their users)",
+        );
+        return None;
+    }
+    match CLUSTER.get_or_init(start) {
+        Ok(c) => Some((c, TURN.lock().unwrap_or_else(|p| p.into_inner()))),
+        Err(why) => {
+            crate::skip(
+                test,
+                &format!("{why}; fix: apt-get install -y slurm-wlm munge"),
+            );
+            None
+        }
+    }
+}
+
+impl Cluster {
+    /// `program args…` with this cluster's `SLURM_CONF` and no `GASNET_*`/`RGASNET_*`
+    /// variables of the test's own environment.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Command {
+        let mut c = Command::new(program);
+        for (k, _) in std::env::vars() {
+            if k.starts_with("GASNET_") || k.starts_with("RGASNET_") || k.starts_with("SLURM_") {
+                c.env_remove(k);
+            }
+        }
+        c.env("SLURM_CONF", &self.conf).args(args);
+        c
+    }
+}
