@@ -67,13 +67,17 @@ impl std::fmt::Debug for Bootstrap {
     }
 }
 
-#[cfg(all(feature = "mpi", not(any(feature = "pmix", feature = "pmi2"))))]
-const MPI_HINT: &str = ", or under MPI (`mpirun -np 2 PROGRAM`)";
+/// The other ways to start a rank, for [`BootstrapError::NotLaunched`].
 #[cfg(any(feature = "pmix", feature = "pmi2"))]
-const MPI_HINT: &str =
-    ", or under a PMI server (`srun --mpi=pmix -n 2 PROGRAM`, `srun --mpi=pmi2 ...`, `mpirun`)";
+const MPI_HINT: &str = ", in a Slurm allocation with `rgasnetrun --spawner slurm -n 2 PROGRAM`, \
+     or under a PMI server (`srun --mpi=pmix -n 2 PROGRAM`, `srun --mpi=pmi2 ...`, `mpirun`)";
+#[cfg(all(feature = "mpi", not(any(feature = "pmix", feature = "pmi2"))))]
+const MPI_HINT: &str = ", in a Slurm allocation with `rgasnetrun --spawner slurm -n 2 PROGRAM`, \
+     or under MPI (`mpirun -np 2 PROGRAM`)";
 #[cfg(not(any(feature = "mpi", feature = "pmix", feature = "pmi2")))]
-const MPI_HINT: &str = "";
+const MPI_HINT: &str = ", or in a Slurm allocation with `rgasnetrun --spawner slurm -n 2 PROGRAM` \
+     (started by `srun` or `mpirun` directly, it needs rgasnet built with the `pmix` or `pmi2` \
+     feature)";
 
 impl Bootstrap {
     /// Joins the job this process was started in: from the `RGASNET_*` variables set by

@@ -357,3 +357,114 @@ fn mpirun_is_a_pmix_server_for_programs_without_mpi() {
     assert_prompt_end("mpirun exit-in-barrier", &out, ended);
     assert_nothing_left("mpirun exit-in-barrier", &check);
 }
+
+/// `am_conformance topology` lines (rank, size, host ranks, supernode), sorted.
+fn topology(what: &str, out: &JobOutput) -> Vec<String> {
+    out.assert_success();
+    let mut lines: Vec<String> = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("rank ") && l.contains(" supernode="))
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    assert_eq!(lines.len(), 4, "{what}:\n{}\n{}", out.stdout, out.stderr);
+    lines
+}
+
+#[test]
+fn every_launcher_gives_the_same_ranks_and_supernodes() {
+    let Some((c, _turn)) = cluster("every_launcher_gives_the_same_ranks_and_supernodes") else {
+        return;
+    };
+    let am = Path::new(AM);
+    let mut local = c.command(rgasnetrun(), &["-n", "4", AM, "topology"]);
+    local.env_remove("SLURM_CONF");
+    let (out, _) = run(local);
+    let want = topology("rgasnetrun", &out);
+    assert!(want[0].ends_with("supernode=[0, 1, 2, 3]"), "{want:?}");
+    let mut launchers: Vec<(String, Command)> = vec![(
+        "rgasnetrun --spawner slurm".into(),
+        spawner_job(c, 4, am, &["topology"], false),
+    )];
+    for plugin in plugins() {
+        launchers.push((
+            format!("srun --mpi={plugin}"),
+            srun_job(c, plugin, 4, am, &["topology"]),
+        ));
+    }
+    if cfg!(feature = "pmix") {
+        let mut m = Command::new("mpirun");
+        m.args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-n",
+            "4",
+            AM,
+            "topology",
+        ]);
+        launchers.push(("mpirun".into(), m));
+    }
+    for (what, cmd) in launchers {
+        let (out, _) = run(cmd);
+        assert_eq!(
+            topology(&what, &out),
+            want,
+            "{what} differs from rgasnetrun"
+        );
+    }
+}
+
+#[test]
+fn srun_rank_exit_code_ends_the_job_with_that_code() {
+    if !cfg!(feature = "pmix") {
+        println!("not built with the pmix feature: nothing to test");
+        return;
+    }
+    let Some((c, _turn)) = cluster("srun_rank_exit_code_ends_the_job_with_that_code") else {
+        return;
+    };
+    let am = Path::new(AM);
+    // Rank 2 ends the job with code 3 (gasnet_exit(3)): PMIx_Abort carries the code to srun.
+    let (out, ended) = run(srun_job(c, "pmix", 4, am, &["exit", "2", "3"]));
+    assert_eq!(out.status.code(), Some(3), "{}\n{}", out.stdout, out.stderr);
+    assert_prompt_end("srun --mpi=pmix exit 2 3", &out, ended);
+    assert_nothing_left("srun --mpi=pmix exit 2 3", am);
+    let steps = c
+        .command("squeue", &["-h", "-s"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    assert!(
+        steps.as_deref().is_ok_and(|s| s.trim().is_empty()),
+        "steps left: {steps:?}"
+    );
+    if cfg!(feature = "pmi2") {
+        // PMI-2 cannot carry the code (PMI2_Abort exits 1 and the step is killed): the job
+        // still ends at once, failed.
+        let (out, ended) = run(srun_job(c, "pmi2", 4, am, &["exit", "2", "3"]));
+        assert!(!out.status.success(), "{}", out.stderr);
+        assert_prompt_end("srun --mpi=pmi2 exit 2 3", &out, ended);
+        assert_nothing_left("srun --mpi=pmi2 exit 2 3", am);
+    }
+}
+
+#[test]
+fn a_rank_started_by_hand_names_the_ways_to_launch() {
+    let mut cmd = Command::new(AM);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("RGASNET_") || k.starts_with("PMI") || k.starts_with("OMPI_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.arg("basic");
+    let out = run_command(cmd, Duration::from_secs(10));
+    assert!(!out.status.success());
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {:?}", out.stderr);
+    for way in ["rgasnetrun -n 2", "--spawner slurm"] {
+        assert!(lines[0].contains(way), "{way} missing: {}", lines[0]);
+    }
+    if cfg!(feature = "pmix") {
+        assert!(lines[0].contains("srun --mpi=pmix"), "{}", lines[0]);
+    }
+}

@@ -542,6 +542,13 @@ fn errors(c: &Client, st: &State) -> Result<(), String> {
 /// A mode that takes the client and ends by dropping it (see `leave`).
 type EndingMode = fn(Client, &State) -> Result<(), String>;
 
+/// Milliseconds since the Unix epoch (the failure-timing tests compare it with the launcher's end).
+fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
 fn main() -> ExitCode {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "basic".into());
     let c = match Client::init() {
@@ -607,11 +614,25 @@ fn main() -> ExitCode {
             Err("the unregistered handler was never reported".into())
         }
         "exit" => {
-            if me == n as u32 - 1 {
-                c.exit(7);
+            // `exit [RANK CODE]`: RANK (default the last) ends the job with CODE (default 7).
+            let arg = |i: usize| std::env::args().nth(i).and_then(|a| a.parse::<i64>().ok());
+            let who = arg(2).map_or(n as u32 - 1, |r| r as u32);
+            let code = arg(3).map_or(7, |c| c as i32);
+            if me == who {
+                println!("EXITING_AT_MS={}", now_ms());
+                c.exit(code);
             }
             let _ = poll_until(&c, 20, || false);
-            Err("exit(7) on the last rank did not end the job".into())
+            Err(format!("exit({code}) on rank {who} did not end the job"))
+        }
+        "topology" => {
+            // What the launcher and the conduit made of the job, for comparing launchers.
+            println!(
+                "rank {me}/{n} host_ranks={:?} supernode={:?}",
+                c.host_ranks(),
+                c.supernode()
+            );
+            Ok(())
         }
         "attach-and-wait" => {
             // For the crash tests: report, then serve until killed.
