@@ -10,6 +10,11 @@
 # With SLURM_ONE_HOST_OWNER=PID, `start` also leaves a watcher that stops the daemons and
 # removes DIR once process PID is gone (a test binary that cannot run code at its exit).
 #
+# With SLURM_NETNS_DIR=D (the directory of `scripts/netns-hosts.sh up D N`), the nodes are that
+# script's namespace hosts instead (nsh1.., CPUS each, each slurmd in its host's network and UTS
+# namespace) and slurmctld runs in its lab namespace: run the Slurm commands there
+# (`ip netns exec LAB_NS srun ...`).
+#
 # Nothing outside DIR is written; only the processes whose pids `start` recorded are stopped.
 # Missing packages: one line naming them, exit status 3 (callers print SKIPPED).
 set -euo pipefail
@@ -23,16 +28,17 @@ dir=${2:-}
 
 stop() {
     local d=$1 f pid
-    for f in slurmd slurmctld munged; do
-        [ -s "$d/$f.pid" ] || continue
-        pid=$(cat "$d/$f.pid")
+    # slurmd first (they hold steps), then slurmctld, then munged.
+    for f in "$d"/slurmd*.pid "$d/slurmctld.pid" "$d/munged.pid"; do
+        [ -s "$f" ] || continue
+        pid=$(cat "$f")
         # Only a process that still runs the daemon we started (pids are reused).
-        if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$f"; then
+        if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -Eq "slurm|munged"; then
             kill "$pid" 2>/dev/null || true
             for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
             kill -9 "$pid" 2>/dev/null || true
         fi
-        rm -f "$d/$f.pid"
+        rm -f "$f"
     done
 }
 
@@ -80,10 +86,33 @@ free_port() {
 ctld_port=$(free_port 16817)
 slurmd_port=$(free_port $((ctld_port + 1)))
 
+# The nodes: "name address namespace" lines ("-" for this host's own namespace).
+ctld_ns=-
+if [ -n "${SLURM_NETNS_DIR:-}" ]; then
+    [ -s "$SLURM_NETNS_DIR/hosts" ] && [ -s "$SLURM_NETNS_DIR/namespaces" ] ||
+        die "SLURM_NETNS_DIR=$SLURM_NETNS_DIR holds no hosts of scripts/netns-hosts.sh"
+    ctld_ns=$(head -1 "$SLURM_NETNS_DIR/namespaces")
+    ctld_host="rglab(10.77.0.1)"
+    nodes=$(cat "$SLURM_NETNS_DIR/hosts")
+else
+    ctld_host=$host
+    nodes="$host - -"
+fi
+node_lines=
+names=
+while read -r name addr _; do
+    if [ "$addr" = - ]; then
+        node_lines+="NodeName=$name CPUs=$cpus State=UNKNOWN"$'\n'
+    else
+        node_lines+="NodeName=$name NodeAddr=$addr NodeHostname=$name CPUs=$cpus State=UNKNOWN"$'\n'
+    fi
+    names+=${names:+,}$name
+done <<<"$nodes"
+
 conf="$dir/slurm.conf"
 cat >"$conf" <<EOF
 ClusterName=rgasnet-test
-SlurmctldHost=$host
+SlurmctldHost=$ctld_host
 SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
 SlurmUser=root
@@ -92,11 +121,11 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$sock
 StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool
-SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd.pid
+SlurmdSpoolDir=$dir/spool/%n
+SlurmctldPidFile=$dir/slurmctld.pidfile
+SlurmdPidFile=$dir/spool/%n/slurmd.pidfile
 SlurmctldLogFile=$dir/slurmctld.log
-SlurmdLogFile=$dir/slurmd.log
+SlurmdLogFile=$dir/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SchedulerType=sched/builtin
@@ -108,18 +137,33 @@ SlurmdParameters=config_overrides
 MailProg=/bin/true
 KillWait=2
 InactiveLimit=0
-NodeName=$host CPUs=$cpus State=UNKNOWN
-PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+${node_lines}PartitionName=debug Nodes=$names Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 EOF
 export SLURM_CONF=$conf
 
-slurmctld -c -f "$conf" || { stop "$dir"; die "slurmctld did not start; see $dir/slurmctld.log"; }
-# slurmd in the foreground, detached from this shell; it writes its pid file itself.
-setsid slurmd -c -F -f "$conf" </dev/null >>"$dir/slurmd.out" 2>&1 &
+# Each daemon in the foreground, detached from this shell, its pid recorded here; in a
+# namespace with its own hostname when the nodes are namespace hosts.
+in_ns() {
+    local ns=$1 name=$2
+    shift 2
+    if [ "$ns" = - ]; then
+        exec "$@"
+    else
+        exec nsenter --net="/run/netns/$ns" unshare --uts sh -c 'hostname "$0"; exec "$@"' "$name" "$@"
+    fi
+}
+in_ns "$ctld_ns" rglab setsid slurmctld -c -D -f "$conf" </dev/null >>"$dir/slurmctld.out" 2>&1 &
+echo $! >"$dir/slurmctld.pid"
+while read -r name _ ns; do
+    mkdir -p "$dir/spool/$name"
+    in_ns "$ns" "$name" setsid slurmd -c -D -N "$name" -f "$conf" </dev/null >>"$dir/slurmd-$name.out" 2>&1 &
+    echo $! >"$dir/slurmd.$name.pid"
+done <<<"$nodes"
+want=$(wc -l <<<"$nodes")
 for _ in $(seq 150); do
-    state=$(sinfo -h -n "$host" -o %T 2>/dev/null || true)
+    state=$(in_ns "$ctld_ns" rglab sinfo -h -N -o %T 2>/dev/null | grep -c '^idle' || true)
     case $state in
-        idle)
+        "$want")
             if [ -n "${SLURM_ONE_HOST_OWNER:-}" ]; then
                 setsid bash -c 'while kill -0 "$1" 2>/dev/null; do sleep 1; done; "$2" stop "$3"; rm -rf "$3"' \
                     watcher "$SLURM_ONE_HOST_OWNER" "$self" "$dir" </dev/null >/dev/null 2>&1 &
@@ -131,4 +175,4 @@ for _ in $(seq 150); do
     sleep 0.2
 done
 stop "$dir"
-die "the node did not become idle in 30 s (state: ${state:-none}); see $dir/slurmctld.log and $dir/slurmd.log"
+die "the nodes did not become idle in 30 s ($state of $want idle); see $dir/slurmctld.log and $dir/slurmd-*.log"

@@ -144,26 +144,11 @@ impl Client {
         };
         let am_ni = iface.ni_init(logical(Matching::Matching), None)?;
         let rma_ni = iface.ni_init(logical(Matching::NoMatching), None)?;
-        let me = iface.phys_id();
-        let mut blob = [0u8; 8];
-        blob[..4].copy_from_slice(&me.nid.to_le_bytes());
-        blob[4..].copy_from_slice(&me.pid.to_le_bytes());
-        let all = boot.allgather(&blob)?;
-        let mut peers = Vec::with_capacity(all.len());
-        for (rank, b) in all.iter().enumerate() {
-            if b.len() != 8 {
-                return Err(InitError::BadPeerAddress {
-                    rank: rank as u32,
-                    len: b.len(),
-                });
-            }
-            let nid = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-            let pid = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
-            peers.push(PhysId { nid, pid });
-        }
+        let (peers, hosts) = exchange_addresses(&boot, iface.phys_id())?;
+        net::check_reachable(boot.rank(), &peers, &hosts)?;
         am_ni.set_map(&peers)?;
         rma_ni.set_map(&peers)?;
-        let supernode = supernode_of(&config, &boot)?;
+        let supernode = supernode_of(&config, &boot, &hosts);
         // Shared memory covers a rank (itself included) only in a supernode of several.
         let net_peers = supernode.len() <= 1 || supernode.len() < boot.size() as usize;
         if net_peers {
@@ -630,28 +615,52 @@ fn rma_segment_entry(rma_ni: &Ni, segment: &Region) -> Result<MeHandle, rgasnet_
 
 /// The supernode of this rank: ranks on the same host (hostname and boot id, exchanged through
 /// bootstrap), grouped under `GASNET_SUPERNODE_MAXSIZE`; just this rank when PSHM is off.
-fn supernode_of(config: &Config, boot: &Bootstrap) -> Result<Vec<u32>, InitError> {
-    // Every rank takes part in the exchange, so that collectives stay matched even when ranks
-    // disagree about PSHM.
-    const HOST_ID_BYTES: usize = 256;
+/// Bytes of a host id in the address exchange (longer ids are cut: they then match only
+/// ids cut alike).
+const HOST_ID_BYTES: usize = 256;
+
+/// Every rank's network address and host id (`name/boot-id`), by rank: one allgather.
+fn exchange_addresses(
+    boot: &Bootstrap,
+    me: PhysId,
+) -> Result<(Vec<PhysId>, Vec<String>), InitError> {
     let id = rgasnet_pshm::host_id()?;
-    let mut blob = [0u8; HOST_ID_BYTES];
+    let mut blob = [0u8; 8 + HOST_ID_BYTES];
+    blob[..4].copy_from_slice(&me.nid.to_le_bytes());
+    blob[4..8].copy_from_slice(&me.pid.to_le_bytes());
     let n = id.len().min(HOST_ID_BYTES);
-    blob[..n].copy_from_slice(&id.as_bytes()[..n]);
+    blob[8..8 + n].copy_from_slice(&id.as_bytes()[..n]);
     let all = boot.allgather(&blob)?;
-    if !config.pshm {
-        return Ok(vec![boot.rank()]);
+    let mut peers = Vec::with_capacity(all.len());
+    let mut hosts = Vec::with_capacity(all.len());
+    for (rank, b) in all.iter().enumerate() {
+        let (Some(addr), Some(host)) = (b.first_chunk::<8>(), b.get(8..)) else {
+            return Err(InitError::BadPeerAddress {
+                rank: rank as u32,
+                len: b.len(),
+            });
+        };
+        let nid = u32::from_le_bytes([addr[0], addr[1], addr[2], addr[3]]);
+        let pid = u32::from_le_bytes([addr[4], addr[5], addr[6], addr[7]]);
+        peers.push(PhysId { nid, pid });
+        // Ids are compared as text; a malformed (non-UTF-8) one just matches nothing else.
+        let end = host.iter().position(|&c| c == 0).unwrap_or(host.len());
+        hosts.push(String::from_utf8_lossy(&host[..end]).into_owned());
     }
-    // Ids are compared as text; a malformed (non-UTF-8) one just matches nothing else.
-    let hosts: Vec<String> = all
-        .iter()
-        .map(|b| String::from_utf8_lossy(b).into_owned())
-        .collect();
-    let groups = rgasnet_pshm::Supernodes::group(&hosts, config.supernode_maxsize as usize);
-    Ok(groups
+    Ok((peers, hosts))
+}
+
+/// This rank's supernode: the ranks of its host (by host id), split at
+/// `GASNET_SUPERNODE_MAXSIZE`; itself alone when PSHM is off.
+fn supernode_of(config: &Config, boot: &Bootstrap, hosts: &[String]) -> Vec<u32> {
+    if !config.pshm {
+        return vec![boot.rank()];
+    }
+    let groups = rgasnet_pshm::Supernodes::group(hosts, config.supernode_maxsize as usize);
+    groups
         .members_of(boot.rank())
         .map(<[u32]>::to_vec)
-        .unwrap_or_else(|| vec![boot.rank()]))
+        .unwrap_or_else(|| vec![boot.rank()])
 }
 
 /// The match entry of an AM receive block: headers only (bit 63), packed locally, unlinked when

@@ -21,6 +21,30 @@ pub enum InitError {
     /// This host's identity (hostname, boot id) could not be read.
     #[error("reading this host's identity for shared memory: {0}")]
     Host(#[from] rgasnet_pshm::HostError),
+    /// The job spans several hosts and this one has no address for them: no bootstrap
+    /// connection to follow and no non-loopback address for its name.
+    #[error("the job runs on several hosts, but host {host} has no network address for them (its name resolves to no other address than loopback, and no other interface is up); set RGASNET_IFACE to the interface or address that reaches the other hosts")]
+    NoNetworkAddress {
+        /// This host's name.
+        host: String,
+    },
+    /// Two ranks on different hosts would talk over loopback, which cannot reach across
+    /// hosts.
+    #[error("rank {rank} on host {host} uses {addr} and rank {peer} on host {peer_host} uses {peer_addr}: a loopback address cannot reach another host; set RGASNET_IFACE (an interface name or IPv4 address) on both to the network that joins them")]
+    UnreachablePeer {
+        /// This rank.
+        rank: u32,
+        /// This rank's host name.
+        host: String,
+        /// This rank's address.
+        addr: String,
+        /// The peer.
+        peer: u32,
+        /// The peer's host name.
+        peer_host: String,
+        /// The peer's address.
+        peer_addr: String,
+    },
     /// A peer published an address this rank cannot use.
     #[error("rank {rank} published a malformed network address during bootstrap ({len} bytes)")]
     BadPeerAddress {

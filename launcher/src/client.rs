@@ -17,6 +17,8 @@ const ABORT_TIMEOUT: Duration = Duration::from_secs(2);
 pub(crate) struct TcpClient {
     /// Requests are serialized so that each reply pairs with its request.
     stream: Mutex<TcpStream>,
+    /// This end's address: the interface through which this host reaches the launcher.
+    local: Option<std::net::IpAddr>,
     addr: SocketAddr,
     job_key: u64,
     rank: u32,
@@ -73,6 +75,7 @@ impl TcpClient {
         })?;
         match recv(&mut stream, "hello")? {
             ToClient::Welcome => Ok(TcpClient {
+                local: stream.local_addr().ok().map(|a| a.ip()),
                 stream: Mutex::new(stream),
                 addr: sa,
                 job_key,
@@ -84,6 +87,11 @@ impl TcpClient {
                 got: other.name(),
             }),
         }
+    }
+
+    /// The local address of the connection to the launcher.
+    pub(crate) fn local_ip(&self) -> Option<std::net::IpAddr> {
+        self.local
     }
 
     /// Sends one request and, unless it is one-way, waits for its reply.

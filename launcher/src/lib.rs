@@ -172,6 +172,22 @@ impl Bootstrap {
         &self.host_ranks
     }
 
+    /// The IPv4 address through which this host reached the job's bootstrap: the local end of
+    /// the connection to `rgasnetrun` (for a job on several hosts, the interface that reaches
+    /// the others). `None` when the bootstrap has no such connection (PMI, MPI).
+    pub fn local_ip(&self) -> Option<std::net::Ipv4Addr> {
+        match &self.backend {
+            Backend::Tcp(c) => match c.local_ip()? {
+                std::net::IpAddr::V4(v4) => Some(v4),
+                std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped(),
+            },
+            #[cfg(feature = "mpi")]
+            Backend::Mpi(_) => None,
+            #[cfg(any(feature = "pmix", feature = "pmi2"))]
+            Backend::Pmi(_) => None,
+        }
+    }
+
     /// Stores `value` under `key`; other ranks can `get` it after the next [`fence`](Self::fence).
     pub fn put(&self, key: &str, value: &[u8]) -> Result<(), BootstrapError> {
         match &self.backend {

@@ -164,6 +164,26 @@ pub fn resolve_iface(var: &'static str, value: &str) -> Result<Ipv4Addr, UdpErro
     }))
 }
 
+/// The IPv4 address of the first interface that is up and not loopback (in the order the
+/// kernel lists them), for a process that must pick an address that other hosts reach and
+/// has nothing better to go by.
+pub fn first_external_ipv4() -> Option<Ipv4Addr> {
+    use nix::net::if_::InterfaceFlags;
+    nix::ifaddrs::getifaddrs()
+        .ok()?
+        .filter(|i| {
+            i.flags.contains(InterfaceFlags::IFF_UP)
+                && !i.flags.contains(InterfaceFlags::IFF_LOOPBACK)
+        })
+        .filter_map(|i| {
+            i.address
+                .as_ref()
+                .and_then(|a| a.as_sockaddr_in())
+                .map(|s| s.ip())
+        })
+        .find(|ip| !ip.is_loopback() && !ip.is_unspecified())
+}
+
 /// One bound, non-blocking UDP socket.
 #[derive(Debug)]
 pub struct UdpEndpoint {

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod lossy;
+pub mod netns;
 pub mod slurm;
 
 use std::io::Read;
@@ -259,4 +260,33 @@ pub fn bootstrap_check() -> PathBuf {
         args.extend(["--features", joined.as_str()]);
     }
     build_artifact("rgasnet-bootstrap-check", &args, true)
+}
+
+/// Builds the command of a job from a program, its arguments and extra environment.
+pub type JobCommand<'a> = &'a dyn Fn(&Path, &[&str], &[(&str, &str)]) -> Command;
+
+/// The conformance programs of this crate (AM `basic`, extended `rma` and `barrier`) on
+/// `ranks` ranks, with shared memory on and off (`RGASNET_PSHM=0`), each started by `job` and
+/// bounded by `timeout`; asserts that every rank passed every one. For launchers other than
+/// `rgasnetrun -n` (srun, mpirun, several hosts).
+pub fn launch_conformance(what: &str, ranks: usize, job: JobCommand<'_>, timeout: Duration) {
+    let dir = bin_dir();
+    let (am, ext) = (dir.join("am_conformance"), dir.join("ext_conformance"));
+    for env in [&[][..], &[("RGASNET_PSHM", "0")][..]] {
+        for (prog, mode, ok) in [
+            (&am, "basic", "basic ok".to_string()),
+            (&ext, "rma", ": rma ok".to_string()),
+            (&ext, "barrier", ": barrier ok".to_string()),
+        ] {
+            let out = run_command(job(prog, &[mode], env), timeout);
+            out.assert_success();
+            assert_eq!(
+                out.stdout.matches(&ok).count(),
+                ranks,
+                "{what}, {ranks} ranks, {mode} {env:?}: every rank must print {ok:?}:\n{}\n{}",
+                out.stdout,
+                out.stderr
+            );
+        }
+    }
 }

@@ -6,24 +6,38 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-/// The running Slurm: its configuration file.
+/// The running Slurm: its configuration file, and the namespace its commands run in.
 #[derive(Debug)]
 pub struct Cluster {
     /// `SLURM_CONF` of every Slurm command of the tests.
     pub conf: PathBuf,
+    /// The network namespace of slurmctld (nodes that are namespace hosts), where the
+    /// commands run; `None` for this host's own.
+    pub netns: Option<String>,
 }
 
 static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
 static TURN: Mutex<()> = Mutex::new(());
 
 fn start() -> Result<Cluster, String> {
+    start_script("slurm", None)
+}
+
+/// Runs `scripts/slurm-one-host.sh start` in a fresh directory named after `tag`, over the
+/// namespace hosts of `lab` when given; stopped by the script's watcher when this process ends.
+pub(crate) fn start_script(tag: &str, lab: Option<&crate::netns::Lab>) -> Result<Cluster, String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let script = root.join("scripts/slurm-one-host.sh");
-    let dir = std::env::temp_dir().join(format!("rgasnet-slurm-{}", std::process::id()));
-    let out = Command::new(&script)
-        .arg("start")
+    let dir = std::env::temp_dir().join(format!("rgasnet-{tag}-{}", std::process::id()));
+    let mut cmd = Command::new(&script);
+    cmd.arg("start")
         .arg(&dir)
-        .env("SLURM_ONE_HOST_OWNER", std::process::id().to_string())
+        .env("SLURM_ONE_HOST_OWNER", std::process::id().to_string());
+    if let Some(lab) = lab {
+        // Two CPUs per namespace host: a 4-rank job spans both.
+        cmd.arg("2").env("SLURM_NETNS_DIR", &lab.dir);
+    }
+    let out = cmd
         .output()
         .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
     let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
@@ -40,11 +54,12 @@ fn start() -> Result<Cluster, String> {
         .unwrap_or_else(|| panic!("no SLURM_CONF in the script's output: {stdout}"));
     Ok(Cluster {
         conf: PathBuf::from(conf.trim()),
+        netns: lab.map(|l| l.lab_ns.clone()),
     })
 }
 
-/// The test binary's Slurm and this test's turn on it; `None` (after a SKIPPED line) where
-/// Slurm cannot run here.
+/// The test binary's one-host Slurm and this test's turn on it; `None` (after a SKIPPED line)
+/// where Slurm cannot run here.
 pub fn cluster(test: &str) -> Option<(&'static Cluster, MutexGuard<'static, ()>)> {
     if !nix::unistd::geteuid().is_root() {
         crate::skip(
@@ -69,7 +84,14 @@ impl Cluster {
     /// `program args…` with this cluster's `SLURM_CONF` and no `GASNET_*`/`RGASNET_*`
     /// variables of the test's own environment.
     pub fn command(&self, program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Command {
-        let mut c = Command::new(program);
+        let mut c = match &self.netns {
+            None => Command::new(program),
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(program);
+                c
+            }
+        };
         for (k, _) in std::env::vars() {
             if k.starts_with("GASNET_") || k.starts_with("RGASNET_") || k.starts_with("SLURM_") {
                 c.env_remove(k);

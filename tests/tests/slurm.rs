@@ -10,10 +10,13 @@ use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rgasnet_tests::slurm::{cluster, Cluster};
-use rgasnet_tests::{bootstrap_check, rgasnetrun, run_command, JobOutput};
+use rgasnet_tests::{
+    bootstrap_check, launch_conformance, rgasnetrun, run_command, JobCommand, JobOutput,
+};
 
 const AM: &str = env!("CARGO_BIN_EXE_am_conformance");
-const EXT: &str = env!("CARGO_BIN_EXE_ext_conformance");
+// Built for launch_conformance, which finds it next to AM.
+const _EXT: &str = env!("CARGO_BIN_EXE_ext_conformance");
 const LIMIT: Duration = Duration::from_secs(120);
 /// How soon after a rank's failure the whole job must be over.
 const FAILURE_TO_EXIT: Duration = Duration::from_secs(5);
@@ -96,33 +99,9 @@ fn assert_bootstrap_values(what: &str, out: &JobOutput, n: u32) {
     );
 }
 
-/// Asserts that every one of `n` ranks printed `ok` (conformance programs).
-fn assert_ranks_ok(what: &str, out: &JobOutput, n: usize, ok: &str) {
-    out.assert_success();
-    assert_eq!(
-        out.stdout.matches(ok).count(),
-        n,
-        "{what}: every rank must print {ok:?}:\n{}\n{}",
-        out.stdout,
-        out.stderr
-    );
-}
-
-/// Builds the command of a job: program, its arguments, extra environment.
-type JobCommand<'a> = &'a dyn Fn(&Path, &[&str], &[(&str, &str)]) -> Command;
-
-/// The conformance programs' AM, put/get and barrier checks on `n` ranks, over shared memory
-/// and over the network path, started by `job`.
+/// [`launch_conformance`] with this file's limit.
 fn conformance(what: &str, n: u32, job: JobCommand<'_>) {
-    for env in [&[][..], &[("RGASNET_PSHM", "0")][..]] {
-        let label = format!("{what}, {n} ranks, {env:?}");
-        let (out, _) = run(job(Path::new(AM), &["basic"], env));
-        assert_ranks_ok(&label, &out, n as usize, "basic ok");
-        for mode in ["rma", "barrier"] {
-            let (out, _) = run(job(Path::new(EXT), &[mode], env));
-            assert_ranks_ok(&label, &out, n as usize, &format!(": {mode} ok"));
-        }
-    }
+    launch_conformance(what, n as usize, job, LIMIT);
 }
 
 /// No process of `program` is left on this host.
@@ -352,8 +331,16 @@ fn mpirun_is_a_pmix_server_for_programs_without_mpi() {
         assert_bootstrap_values(&format!("mpirun, {n} ranks"), &out, n);
     }
     conformance("mpirun", 4, &|prog, args, env| mpirun(4, prog, args, env));
-    let (out, ended) = run(mpirun(3, &check, &["exit-in-barrier", "1", "7"], &[]));
+    // A rank that ends the job (gasnet_exit(7)): PMIx_Abort carries the code to mpirun.
+    let am = Path::new(AM);
+    let (out, ended) = run(mpirun(3, am, &["exit", "1", "7"], &[]));
     assert_eq!(out.status.code(), Some(7), "{}", out.stderr);
+    assert_prompt_end("mpirun exit 1 7", &out, ended);
+    assert_nothing_left("mpirun exit 1 7", am);
+    // A rank that just dies: the job fails at once (the code is whichever rank mpirun saw
+    // fail first: the dead one, or one whose fence failed because of it).
+    let (out, ended) = run(mpirun(3, &check, &["exit-in-barrier", "1", "7"], &[]));
+    assert!(!out.status.success(), "{}", out.stderr);
     assert_prompt_end("mpirun exit-in-barrier", &out, ended);
     assert_nothing_left("mpirun exit-in-barrier", &check);
 }

@@ -6,7 +6,7 @@
 //! 128+SIGTERM of the ranks it stopped.
 
 use std::ffi::OsString;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{mpsc, Arc, Mutex};
@@ -105,6 +105,33 @@ fn srun_args(job: &Job, boot: &str) -> Vec<String> {
     v
 }
 
+/// A name or address of node `host` that this machine can resolve: the node name itself when
+/// it resolves, else the address Slurm knows for it (`NodeAddr` of `scontrol show node`), so
+/// that clusters whose node names are not in DNS work too.
+fn reachable_name(host: &str) -> String {
+    let resolves = (host, 22)
+        .to_socket_addrs()
+        .is_ok_and(|mut a| a.any(|a| a.is_ipv4()));
+    if resolves {
+        return host.to_string();
+    }
+    let out = std::process::Command::new("scontrol")
+        .args(["show", "node", "-o", host])
+        .stderr(Stdio::null())
+        .output();
+    out.ok()
+        .and_then(|o| node_addr(&String::from_utf8_lossy(&o.stdout)))
+        .unwrap_or_else(|| host.to_string())
+}
+
+/// `NodeAddr=` of one `scontrol show node -o` line.
+fn node_addr(line: &str) -> Option<String> {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix("NodeAddr="))
+        .filter(|a| !a.is_empty())
+        .map(str::to_string)
+}
+
 fn program_name(job: &Job) -> String {
     Path::new(&job.program)
         .file_name()
@@ -157,7 +184,7 @@ pub(crate) fn run(job: &Job) -> Result<i32> {
         );
         return Ok(0);
     }
-    let ip = advertised_ip(&hosts[0])?;
+    let ip = advertised_ip(&reachable_name(&hosts[0]))?;
     let (tx, rx) = mpsc::channel();
     catch_signals(tx.clone());
     // srun's own messages are held until an agent joins: if the step cannot start, the
@@ -239,4 +266,17 @@ pub(crate) fn run(job: &Job) -> Result<i32> {
     outputs.drain(Instant::now() + Duration::from_secs(1));
     trace(job.verbose, || format!("job ended, exit code {code}"));
     Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_addresses_come_from_scontrol_lines() {
+        let line =
+            "NodeName=nsh1 Arch=x86_64 CoresPerSocket=1 NodeAddr=10.77.0.11 NodeHostName=nsh1";
+        assert_eq!(node_addr(line).as_deref(), Some("10.77.0.11"));
+        assert_eq!(node_addr("Node nsh9 not found"), None);
+    }
 }
