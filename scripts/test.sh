@@ -27,7 +27,7 @@ fi
 # start without rgasnetrun, against the one-host Slurm of scripts/slurm-one-host.sh.
 if pkg-config --exists pmix 2>/dev/null && [ -f /usr/include/slurm/pmi2.h ] && have_libclang; then
     cargo test -p rgasnet-launcher --features pmix,pmi2 --release --lib
-    cargo test -p rgasnet-tests --features pmix,pmi2 --release --test slurm
+    cargo test -p rgasnet-tests --features pmix,pmi2 --release --test slurm --test multihost
 else
     echo "SKIPPED: PMIx/PMI-2 bootstrap (tests/tests/slurm.rs with --features pmix,pmi2) — libpmix, Slurm's pmi2.h or libclang missing; fix: apt-get install -y libpmix-dev libpmi2-0-dev libclang-dev pkg-config" >>"$skip_log"
 fi
