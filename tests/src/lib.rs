@@ -262,6 +262,30 @@ pub fn bootstrap_check() -> PathBuf {
     build_artifact("rgasnet-bootstrap-check", &args, true)
 }
 
+/// Runs one of the project's set-up scripts (`scripts/NAME ARGS…`) to its end with extra
+/// environment: its standard output when it succeeds, `Err(why)` when it exits 3 (something
+/// this machine lacks: the caller skips); panics on any other failure.
+pub fn setup_script(
+    name: &str,
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Result<String, String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scripts")
+        .join(name);
+    let out = Command::new(&script)
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    match out.status.code() {
+        Some(0) => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        Some(3) => Err(stderr),
+        _ => panic!("{} {args:?} failed: {stderr}", script.display()),
+    }
+}
+
 /// Builds the command of a job from a program, its arguments and extra environment.
 pub type JobCommand<'a> = &'a dyn Fn(&Path, &[&str], &[(&str, &str)]) -> Command;
 

@@ -4,7 +4,8 @@
 //! the bridge; the Slurm over these hosts (`slurm-one-host.sh` with `SLURM_NETNS_DIR`) is
 //! started on first use.
 
-use std::path::{Path, PathBuf};
+use std::ffi::OsStr;
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -28,23 +29,13 @@ static SLURM: OnceLock<Result<Cluster, String>> = OnceLock::new();
 static TURN: Mutex<()> = Mutex::new(());
 
 fn up() -> Result<Lab, String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let script = root.join("scripts/netns-hosts.sh");
     let dir = std::env::temp_dir().join(format!("rgasnet-netns-{}", std::process::id()));
-    let out = Command::new(&script)
-        .arg("up")
-        .arg(&dir)
-        .arg("2")
-        .env("NETNS_HOSTS_OWNER", std::process::id().to_string())
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    match out.status.code() {
-        Some(0) => {}
-        Some(3) => return Err(stderr),
-        _ => panic!("{} up failed: {stderr}", script.display()),
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let owner = std::process::id().to_string();
+    let stdout = crate::setup_script(
+        "netns-hosts.sh",
+        &[OsStr::new("up"), dir.as_os_str(), OsStr::new("2")],
+        &[("NETNS_HOSTS_OWNER", OsStr::new(&owner))],
+    )?;
     let get = |k: &str| {
         stdout
             .lines()

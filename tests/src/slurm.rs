@@ -2,7 +2,8 @@
 //! binary and stopped by the script's watcher when the binary exits; tests that use it take
 //! turns (one job at a time on this small machine).
 
-use std::path::{Path, PathBuf};
+use std::ffi::OsStr;
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -26,28 +27,16 @@ fn start() -> Result<Cluster, String> {
 /// Runs `scripts/slurm-one-host.sh start` in a fresh directory named after `tag`, over the
 /// namespace hosts of `lab` when given; stopped by the script's watcher when this process ends.
 pub(crate) fn start_script(tag: &str, lab: Option<&crate::netns::Lab>) -> Result<Cluster, String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let script = root.join("scripts/slurm-one-host.sh");
     let dir = std::env::temp_dir().join(format!("rgasnet-{tag}-{}", std::process::id()));
-    let mut cmd = Command::new(&script);
-    cmd.arg("start")
-        .arg(&dir)
-        .env("SLURM_ONE_HOST_OWNER", std::process::id().to_string());
+    let owner = std::process::id().to_string();
+    let mut args = vec![OsStr::new("start"), dir.as_os_str()];
+    let mut env = vec![("SLURM_ONE_HOST_OWNER", OsStr::new(&owner))];
     if let Some(lab) = lab {
         // Two CPUs per namespace host: a 4-rank job spans both.
-        cmd.arg("2").env("SLURM_NETNS_DIR", &lab.dir);
+        args.push(OsStr::new("2"));
+        env.push(("SLURM_NETNS_DIR", lab.dir.as_os_str()));
     }
-    let out = cmd
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    match out.status.code() {
-        Some(0) => {}
-        // Missing packages or not root: the script says which; the tests skip.
-        Some(3) => return Err(stderr),
-        _ => panic!("{} start failed: {stderr}", script.display()),
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = crate::setup_script("slurm-one-host.sh", &args, &env)?;
     let conf = stdout
         .lines()
         .find_map(|l| l.strip_prefix("export SLURM_CONF="))

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::MutexGuard;
 use std::time::Duration;
 
 use rgasnet_tests::netns::{lab, Lab};
@@ -48,19 +49,23 @@ fn assert_two_hosts_of_two(what: &str, out: &JobOutput) {
     assert_eq!(lines, want, "{what}:\n{}", out.stderr);
 }
 
+/// The namespace hosts with their sshd, and this test's turn; `None` after a SKIPPED line.
+fn lab_with_ssh(test: &str) -> Option<(&'static Lab, MutexGuard<'static, ()>)> {
+    let (l, turn) = lab(test)?;
+    if l.ssh_options.is_empty() {
+        let why = "no sshd; fix: apt-get install -y openssh-server openssh-client";
+        rgasnet_tests::skip(test, why);
+        return None;
+    }
+    Some((l, turn))
+}
+
 #[test]
 fn ssh_job_spans_two_namespace_hosts_without_an_interface_variable() {
     let test = "ssh_job_spans_two_namespace_hosts_without_an_interface_variable";
-    let Some((l, _turn)) = lab(test) else {
+    let Some((l, _turn)) = lab_with_ssh(test) else {
         return;
     };
-    if l.ssh_options.is_empty() {
-        rgasnet_tests::skip(
-            test,
-            "no sshd; fix: apt-get install -y openssh-server openssh-client",
-        );
-        return;
-    }
     let out = run_command(ssh_job(l, Path::new(AM), &["topology"]), LIMIT);
     assert_two_hosts_of_two("ssh", &out);
     let job = |prog: &Path, args: &[&str], env: &[(&str, &str)]| {
@@ -74,16 +79,9 @@ fn ssh_job_spans_two_namespace_hosts_without_an_interface_variable() {
 #[test]
 fn loopback_between_hosts_is_a_start_up_error_naming_both() {
     let test = "loopback_between_hosts_is_a_start_up_error_naming_both";
-    let Some((l, _turn)) = lab(test) else {
+    let Some((l, _turn)) = lab_with_ssh(test) else {
         return;
     };
-    if l.ssh_options.is_empty() {
-        rgasnet_tests::skip(
-            test,
-            "no sshd; fix: apt-get install -y openssh-server openssh-client",
-        );
-        return;
-    }
     let mut c = ssh_job(l, Path::new(AM), &["basic"]);
     c.env("RGASNET_IFACE", "lo");
     let out = run_command(c, Duration::from_secs(30));

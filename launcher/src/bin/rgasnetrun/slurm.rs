@@ -6,7 +6,7 @@
 //! 128+SIGTERM of the ranks it stopped.
 
 use std::ffi::OsString;
-use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::net::ToSocketAddrs;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{mpsc, Arc, Mutex};
@@ -15,14 +15,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use nix::sys::signal::Signal;
 use rgasnet_launcher::env;
-use rgasnet_launcher::server::BootstrapServer;
 
 use crate::cli::Job;
-use crate::job::{catch_signals, trace, Event, Fleet, Sessions, Supervisor};
-use crate::local::forward_reports;
+use crate::job::{catch_signals, trace, Event, Sessions};
 use crate::plan::{block_distribution, resolve_program};
 use crate::procs::{kill_grace, Children, Hold, Outputs, Sink};
-use crate::ssh::{advertised_ip, watch_agents};
+use crate::ssh::{advertised_ip, agent_server, supervise_agents, AgentFleet};
 
 /// Agents must join this soon after srun started: srun creates the step and starts a task
 /// per node, which takes longer than an ssh session on a busy controller.
@@ -138,25 +136,6 @@ fn program_name(job: &Job) -> String {
         .map_or_else(|| "job".into(), |f| f.to_string_lossy().into_owned())
 }
 
-struct SrunFleet {
-    srun: Children,
-    server: BootstrapServer,
-}
-
-impl Fleet for SrunFleet {
-    fn terminate(&mut self) {
-        // Agents stop their ranks (SIGTERM, then SIGKILL after the grace) and exit.
-        self.server.kill_agents();
-    }
-    fn kill(&mut self) {
-        // srun answers SIGTERM by cancelling the step: Slurm kills every process in it.
-        self.srun.signal_all(Signal::SIGTERM);
-    }
-    fn all_gone(&self) -> bool {
-        self.srun.running() == 0
-    }
-}
-
 pub(crate) fn run(job: &Job) -> Result<i32> {
     let grace = kill_grace()?;
     let job_key: u64 = rand::random();
@@ -190,20 +169,12 @@ pub(crate) fn run(job: &Job) -> Result<i32> {
     // srun's own messages are held until an agent joins: if the step cannot start, the
     // failure is reported in one line that quotes them.
     let hold: Arc<Mutex<Hold>> = Arc::default();
-    let hook = {
+    let (server, boot) = {
         let hold = Arc::clone(&hold);
-        watch_agents(hosts.len(), tx.clone(), AGENT_TIMEOUT, move |_| {
+        agent_server(job, job_key, ip, &tx, AGENT_TIMEOUT, move |_| {
             Hold::release(&hold, Sink::Stderr);
-        })
+        })?
     };
-    let server = BootstrapServer::start(
-        SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
-        job.ranks,
-        hosts.len() as u32,
-        job_key,
-        forward_reports(tx.clone(), hook),
-    )?;
-    let boot = SocketAddr::new(ip, server.local_addr().port()).to_string();
     let args = srun_args(job, &boot);
     trace(job.verbose, || {
         format!(
@@ -243,26 +214,12 @@ pub(crate) fn run(job: &Job) -> Result<i32> {
         return Err(e.context("starting srun"));
     }
     drop(tx);
-    let mut rank_host = Vec::with_capacity(job.ranks as usize);
-    for (i, (_, count)) in dist.iter().enumerate() {
-        rank_host.extend(std::iter::repeat_n(i, *count as usize));
-    }
-    let sup = Supervisor {
-        rx,
-        host_names: hosts.clone(),
-        rank_host,
-        pids: vec![None; job.ranks as usize],
-        // Agents run their own SIGTERM→SIGKILL grace; srun is stopped only if they do not.
-        grace: grace + Duration::from_secs(2),
-        verbose: job.verbose,
-        label: None,
-        sessions: Sessions::Srun,
-    };
-    let mut fleet = SrunFleet {
-        srun: children,
+    let fleet = AgentFleet {
+        sessions: children,
         server,
+        kill_signal: Signal::SIGTERM,
     };
-    let code = sup.run(&mut fleet);
+    let code = supervise_agents(job, &dist, rx, grace, fleet, Sessions::Srun);
     outputs.drain(Instant::now() + Duration::from_secs(1));
     trace(job.verbose, || format!("job ended, exit code {code}"));
     Ok(code)

@@ -52,28 +52,63 @@ const RANK_VARS: &[&str] = &[
     env::SHIM_PARENT,
 ];
 
-struct SshFleet {
-    ssh: Children,
-    server: BootstrapServer,
+/// The processes that carry the agents (one ssh per host, or one srun for all) and the server
+/// the agents report to.
+pub(crate) struct AgentFleet {
+    pub(crate) sessions: Children,
+    pub(crate) server: BootstrapServer,
+    /// What stops the sessions by force: SIGKILL for ssh (the agent then sees its stdin and
+    /// control connection close and kills its ranks), SIGTERM for srun (which cancels the
+    /// step: Slurm kills every process in it).
+    pub(crate) kill_signal: Signal,
 }
 
-impl Fleet for SshFleet {
+impl Fleet for AgentFleet {
     fn terminate(&mut self) {
+        // Agents stop their ranks (SIGTERM, then SIGKILL after the grace) and exit.
         self.server.kill_agents();
     }
     fn kill(&mut self) {
-        // A killed ssh closes the agent's stdin and control connection: it kills its ranks.
-        self.ssh.signal_all(Signal::SIGKILL);
+        self.sessions.signal_all(self.kill_signal);
     }
     fn all_gone(&self) -> bool {
-        self.ssh.running() == 0
+        self.sessions.running() == 0
     }
+}
+
+/// Supervises a job whose ranks agents start, `dist[i]` (first rank, count) on `hosts[i]`,
+/// until it ends; returns the launcher's exit code.
+pub(crate) fn supervise_agents(
+    job: &Job,
+    dist: &[(u32, u32)],
+    rx: mpsc::Receiver<Event>,
+    grace: Duration,
+    mut fleet: AgentFleet,
+    sessions: Sessions,
+) -> i32 {
+    let mut rank_host = Vec::with_capacity(job.ranks as usize);
+    for (i, (_, count)) in dist.iter().enumerate() {
+        rank_host.extend(std::iter::repeat_n(i, *count as usize));
+    }
+    let sup = Supervisor {
+        rx,
+        host_names: job.hosts.clone(),
+        rank_host,
+        pids: vec![None; job.ranks as usize],
+        // Agents run their own SIGTERM→SIGKILL grace; their sessions are stopped by force
+        // only if they do not finish.
+        grace: grace + Duration::from_secs(2),
+        verbose: job.verbose,
+        label: None,
+        sessions,
+    };
+    sup.run(&mut fleet)
 }
 
 /// Watches the agents of `hosts` hosts join: returns the report hook that notes each join and
 /// runs `on_join(host)`; after `timeout`, sends [`Event::StartupTimeout`] naming the hosts
 /// whose agent never joined.
-pub(crate) fn watch_agents(
+fn watch_agents(
     hosts: usize,
     tx: mpsc::Sender<Event>,
     timeout: Duration,
@@ -110,6 +145,29 @@ pub(crate) fn watch_agents(
             }
         }
     }
+}
+
+/// Starts the bootstrap server of a job whose agents join from `job.hosts` (see
+/// [`watch_agents`]), on every interface; returns it and the `ip:port` to give the agents.
+pub(crate) fn agent_server(
+    job: &Job,
+    job_key: u64,
+    ip: IpAddr,
+    tx: &mpsc::Sender<Event>,
+    timeout: Duration,
+    on_join: impl Fn(usize) + Send + 'static,
+) -> Result<(BootstrapServer, String)> {
+    let hosts = job.hosts.len();
+    let hook = watch_agents(hosts, tx.clone(), timeout, on_join);
+    let server = BootstrapServer::start(
+        SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+        job.ranks,
+        hosts as u32,
+        job_key,
+        forward_reports(tx.clone(), hook),
+    )?;
+    let boot = SocketAddr::new(ip, server.local_addr().port()).to_string();
+    Ok((server, boot))
 }
 
 /// The address remote ranks and agents should use to reach this machine: the local address
@@ -248,22 +306,14 @@ pub(crate) fn run(job: &Job) -> Result<i32> {
     let (tx, rx) = mpsc::channel();
     catch_signals(tx.clone());
     let holds: Vec<Arc<Mutex<Hold>>> = hosts.iter().map(|_| Arc::default()).collect();
-    let hook = {
+    let (server, boot) = {
         let holds = holds.clone();
-        watch_agents(hosts.len(), tx.clone(), AGENT_TIMEOUT, move |host| {
+        agent_server(job, job_key, ip, &tx, AGENT_TIMEOUT, move |host| {
             if let Some(h) = holds.get(host) {
                 Hold::release(h, Sink::Stderr);
             }
-        })
+        })?
     };
-    let server = BootstrapServer::start(
-        SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
-        job.ranks,
-        hosts.len() as u32,
-        job_key,
-        forward_reports(tx.clone(), hook),
-    )?;
-    let boot = SocketAddr::new(ip, server.local_addr().port()).to_string();
     trace(job.verbose, || {
         format!(
             "bootstrap server listening on {boot}, hosts {}",
@@ -323,23 +373,12 @@ pub(crate) fn run(job: &Job) -> Result<i32> {
             }
         }
     }
-    let mut rank_host = Vec::with_capacity(job.ranks as usize);
-    for (i, (_, count)) in dist.iter().enumerate() {
-        rank_host.extend(std::iter::repeat_n(i, *count as usize));
-    }
-    let sup = Supervisor {
-        rx,
-        host_names: hosts.clone(),
-        rank_host,
-        pids: vec![None; job.ranks as usize],
-        // Agents run their own SIGTERM→SIGKILL grace; ssh is killed only if they do not finish.
-        grace: grace + Duration::from_secs(2),
-        verbose: job.verbose,
-        label: None,
-        sessions: Sessions::Ssh,
+    let fleet = AgentFleet {
+        sessions: ssh,
+        server,
+        kill_signal: Signal::SIGKILL,
     };
-    let mut fleet = SshFleet { ssh, server };
-    let code = sup.run(&mut fleet);
+    let code = supervise_agents(job, &dist, rx, grace, fleet, Sessions::Ssh);
     drop(stdins);
     outputs.drain(Instant::now() + Duration::from_secs(1));
     trace(job.verbose, || format!("job ended, exit code {code}"));
