@@ -32,6 +32,26 @@ else
     echo "SKIPPED: PMIx/PMI-2 bootstrap (tests/tests/slurm.rs with --features pmix,pmi2) — libpmix, Slurm's pmi2.h or libclang missing; fix: apt-get install -y libpmix-dev libpmi2-0-dev libclang-dev pkg-config" >>"$skip_log"
 fi
 
+# The Portals library path (feature ref-impl) over Sandia's reference implementation, built
+# from its release inside this clone (target/portals4-ref) when the tarball is at hand.
+portals_tarball=${PORTALS4_TARBALL:-../shared/vendor/portals4-4e787c13.tar.gz}
+if [ -f "$portals_tarball" ]; then
+    echo "== Portals 4 reference implementation (scripts/portals4-ref.sh)"
+    rc=0
+    out=$(scripts/portals4-ref.sh "$portals_tarball" target/portals4-ref) || rc=$?
+    if [ "$rc" = 0 ]; then
+        portals_dir=${out#PORTALS4_DIR=}
+        PORTALS4_DIR=$portals_dir LD_LIBRARY_PATH=$portals_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+            cargo test -p rgasnet-portals --features ref-impl --release --test ref_smoke
+    elif [ "$rc" = 3 ]; then
+        echo "SKIPPED: Portals reference implementation (portals-backend/tests/ref_smoke.rs) — build tools missing; fix: apt-get install -y autoconf automake libtool libev-dev" >>"$skip_log"
+    else
+        exit "$rc"
+    fi
+else
+    echo "SKIPPED: Portals reference implementation (portals-backend/tests/ref_smoke.rs) — $portals_tarball not found; set PORTALS4_TARBALL to the portals4 release tarball" >>"$skip_log"
+fi
+
 # GASNet-EX's own tests on the rgasnet conduit, when the GASNet-EX release is at hand (CI has
 # it in ../shared/vendor). Built inside this clone, in target/gasnet-ex, once per run.
 gasnet_tarball=${GASNET_TARBALL:-../shared/vendor/GASNet-2025.8.0.tar.gz}

@@ -30,8 +30,9 @@
 //! [`Region::with_bytes`] lends a byte view of a region whose storage allows it.
 //!
 //! The datagram link under an interface is the [`link::Link`] trait.
-// Unsafe code is allowed in one place only, the UDP layer's gathering send from a region's
-// memory (`udp::UdpEndpoint::send_gather_span`); DESIGN.md §9 admits it for the socket layer.
+// Unsafe code is allowed in two places only: the UDP layer's gathering send from a region's
+// memory (`udp::UdpEndpoint::send_gather_span`; DESIGN.md §9 admits it for the socket layer),
+// and the FFI module of the Portals library path (`refimpl`, feature `ref-impl`).
 #![deny(unsafe_code)]
 
 pub mod baseline;
@@ -44,6 +45,9 @@ pub mod memory;
 pub mod message;
 pub mod pool;
 pub mod proto;
+#[cfg(feature = "ref-impl")]
+#[allow(unsafe_code)]
+pub mod refimpl;
 pub mod sim;
 pub mod stack;
 pub mod transport;
