@@ -20,7 +20,10 @@ fn main() {
             let dir = PathBuf::from(dir);
             let include = dir.join("include");
             if !include.join("portals4.h").is_file() {
-                fail(&format!("PORTALS4_DIR={} has no include/portals4.h", dir.display()));
+                fail(&format!(
+                    "PORTALS4_DIR={} has no include/portals4.h",
+                    dir.display()
+                ));
             }
             let lib = ["lib", "lib64"]
                 .iter()
@@ -46,7 +49,9 @@ fn main() {
                 .into_iter()
                 .find(|p| p.join("portals4.h").is_file())
                 .unwrap_or_else(|| fail("pkg-config's portals4 has no portals4.h")),
-            Err(_) => fail("libportals not found (PORTALS4_DIR is not set, no pkg-config portals4)"),
+            Err(_) => {
+                fail("libportals not found (PORTALS4_DIR is not set, no pkg-config portals4)")
+            }
         },
     };
     let header = include.join("portals4.h");
@@ -61,7 +66,12 @@ fn main() {
         .layout_tests(true)
         .generate_comments(false)
         .generate()
-        .unwrap_or_else(|e| fail(&format!("bindgen could not read {} ({e})", header.display())));
+        .unwrap_or_else(|e| {
+            fail(&format!(
+                "bindgen could not read {} ({e})",
+                header.display()
+            ))
+        });
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default());
     bindings
         .write_to_file(out.join("bindings.rs"))

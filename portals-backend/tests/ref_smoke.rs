@@ -40,5 +40,8 @@ fn physical_nis_open_on_loopback_with_the_standard_limits() {
     // A reference-implementation limit (not a bug of ours), shown here so that a library
     // that lifts it is noticed: once finalized, it cannot be initialized again.
     let again = probe(&kinds[..1]).unwrap_err().to_string();
-    assert!(again.contains("PtlInit") && again.contains("PTL_FAIL"), "{again}");
+    assert!(
+        again.contains("PtlInit") && again.contains("PTL_FAIL"),
+        "{again}"
+    );
 }
