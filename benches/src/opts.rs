@@ -39,6 +39,11 @@ pub struct CommonOpts {
     /// Sections to run, by letter (GASNet's `test_sections`), e.g. `AB` [default: all].
     #[arg(long, value_parser = parse_sections)]
     pub sections: Option<String>,
+    /// GASNet's positional arguments, `(iters) (maxsz) (test_sections)` (testbarrier:
+    /// `(iters)`), so that scripts written for GASNet's tests run these unchanged; they take
+    /// the place of `-i`, `--max-size` and `--sections`.
+    #[arg(value_name = "ITERS [MAXSZ [SECTIONS]]", num_args = 0..=3)]
+    pub positional: Vec<String>,
 }
 
 impl CommonOpts {
@@ -52,6 +57,40 @@ impl CommonOpts {
         self.sections
             .as_deref()
             .is_none_or(|s| s.contains(letter.to_ascii_uppercase()))
+    }
+
+    /// The options with GASNet's positional arguments applied (at most `most` of them: 1 for
+    /// testbarrier, 3 for the others), checked against each other.
+    pub fn resolved(mut self, most: usize) -> Result<CommonOpts, OptsError> {
+        let pos = std::mem::take(&mut self.positional);
+        if pos.len() > most {
+            return Err(OptsError::Positional {
+                arg: pos[most].clone(),
+                why: format!(
+                    "this program takes at most {most} positional argument(s): {}",
+                    ["(iters)", "(maxsz)", "(test_sections)"][..most].join(" ")
+                ),
+            });
+        }
+        let bad = |arg: &String, why: String| OptsError::Positional {
+            arg: arg.clone(),
+            why,
+        };
+        if let Some(a) = pos.first() {
+            self.iters = match a.parse::<u64>() {
+                Ok(n) if n > 0 => n,
+                _ => return Err(bad(a, "(iters) must be a number above 0".into())),
+            };
+        }
+        if let Some(a) = pos.get(1) {
+            self.max_size = Some(parse_size(a).map_err(|w| bad(a, format!("(maxsz): {w}")))?);
+        }
+        if let Some(a) = pos.get(2) {
+            self.sections =
+                Some(parse_sections(a).map_err(|w| bad(a, format!("(test_sections): {w}")))?);
+        }
+        self.validate()?;
+        Ok(self)
     }
 
     /// Checks the options against each other: a typed error naming the options.
@@ -68,10 +107,18 @@ impl CommonOpts {
     }
 }
 
-/// Options that are valid one by one but not together.
+/// Options that are valid one by one but not together, or a bad positional argument.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum OptsError {
+    /// A GASNet-style positional argument that is not what its place asks for.
+    #[error("argument `{arg}`: {why}")]
+    Positional {
+        /// The argument.
+        arg: String,
+        /// What its place expects.
+        why: String,
+    },
     /// `--min-size` above `--max-size`.
     #[error("--min-size {min} is larger than --max-size {max}")]
     SizeRange {

@@ -532,8 +532,8 @@ impl Bench {
 }
 
 fn run() -> Result<()> {
-    let cli = Cli::parse();
-    cli.common.validate()?;
+    let mut cli = Cli::parse();
+    cli.common = cli.common.resolved(3)?;
     let client = Client::init().context("joining the job (start testam with rgasnetrun -n 2)")?;
     let st = Arc::new(State::default());
     let timeout = Duration::from_secs(cli.timeout_secs);

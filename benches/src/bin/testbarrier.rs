@@ -29,8 +29,7 @@ struct Cli {
 
 fn run() -> Result<()> {
     let cli = Cli::parse();
-    let o = cli.common;
-    o.validate()?;
+    let o = cli.common.resolved(1)?;
     let mut x = Xbench::setup("testbarrier", &o, 4096)?;
     let mut named_median = None;
     for (named, figure) in [(true, "Named Barrier"), (false, "Anon. Barrier")] {

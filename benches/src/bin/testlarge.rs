@@ -40,8 +40,7 @@ enum Form {
 
 fn run() -> Result<()> {
     let cli = Cli::parse();
-    let o = cli.common;
-    o.validate()?;
+    let o = cli.common.resolved(3)?;
     let max = o.max_size_or(MAX_LARGE);
     let min = if o.min_size == 0 {
         MIN_LARGE.min(max)

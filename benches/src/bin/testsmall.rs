@@ -34,8 +34,7 @@ struct Cli {
 
 fn run() -> Result<()> {
     let cli = Cli::parse();
-    let o = cli.common;
-    o.validate()?;
+    let o = cli.common.resolved(3)?;
     let max = o.max_size_or(MAX_SMALL);
     let sizes: Vec<usize> = size_sweep(o.min_size.max(1), max)
         .iter()

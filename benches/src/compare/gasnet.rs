@@ -1,25 +1,64 @@
 //! An installed GASNet as an optional peer: finding its test programs (`testam`, `testsmall`,
-//! `testlarge`, `testbarrier` built for the udp, smp or ibv conduit) and the way GASNet
-//! launches each conduit. Whatever is missing is reported and skipped, never fatal.
+//! `testlarge`, `testbarrier` built for the udp, smp, ibv or rgasnet conduit) and the way GASNet
+//! launches each conduit, and reading GASNet-EX's labels as rgasnet's figures. Whatever is
+//! missing is reported and skipped, never fatal.
 //!
 //! Layouts recognised under `--gasnet DIR`: `DIR/<test>-<conduit>` (GASNet's `make
-//! tests-<conduit>` names when copied out), `DIR/<conduit>-conduit/<test>` (a build tree) and
-//! `DIR/bin/<test>-<conduit>`.
+//! tests-<conduit>` names when copied out), `DIR/<conduit>-conduit/<test>` (a build tree, such as
+//! `scripts/gasnet-ex.sh`'s `DIR/build`) and `DIR/bin/<test>-<conduit>`. The rgasnet conduit's
+//! programs start through its `contrib/gasnetrun_rgasnet`, found next to them in a build tree.
 
 use std::path::{Path, PathBuf};
 
 /// GASNet conduits the comparison knows how to launch.
-pub const CONDUITS: [&str; 3] = ["udp", "smp", "ibv"];
+pub const CONDUITS: [&str; 4] = ["udp", "smp", "ibv", "rgasnet"];
+
+/// rgasnet's figure for a GASNet-EX label of `bench` (GASNet-EX names its put/get rows after
+/// its API: `PutBlocking latency` is testsmall's `put latency` and testlarge's `put_bulk
+/// throughput`); any other label (GASNet-1's, AMs, barriers) is already rgasnet's.
+pub fn canonical_figure(bench: &str, figure: &str) -> String {
+    const SMALL: [(&str, &str); 12] = [
+        ("PutBlocking latency", "put latency"),
+        ("GetBlocking latency", "get latency"),
+        ("PutNB+NOW latency", "put_nb latency"),
+        ("GetNB latency", "get_nb latency"),
+        ("PutNBI+NOW latency", "put_nbi latency"),
+        ("GetNBI latency", "get_nbi latency"),
+        ("PutBlocking throughput", "put throughput"),
+        ("GetBlocking throughput", "get throughput"),
+        ("PutNB+NOW throughput", "put_nb throughput"),
+        ("GetNB throughput", "get_nb throughput"),
+        ("PutNBI+NOW throughput", "put_nbi throughput"),
+        ("GetNBI throughput", "get_nbi throughput"),
+    ];
+    // Bulk transfers: the source is the caller's again only at sync (GASNet-EX's DEFER).
+    const LARGE: [(&str, &str); 6] = [
+        ("PutBlocking throughput", "put_bulk throughput"),
+        ("GetBlocking throughput", "get_bulk throughput"),
+        ("PutNB+DEFER throughput", "put_nb_bulk throughput"),
+        ("GetNB throughput", "get_nb_bulk throughput"),
+        ("PutNBI+DEFER throughput", "put_nbi_bulk throughput"),
+        ("GetNBI throughput", "get_nbi_bulk throughput"),
+    ];
+    let table: &[(&str, &str)] = if bench == "testlarge" { &LARGE } else { &SMALL };
+    table
+        .iter()
+        .find(|(ex, _)| *ex == figure)
+        .map_or_else(|| figure.to_string(), |(_, ours)| (*ours).to_string())
+}
 
 /// One GASNet test program found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerProgram {
-    /// Conduit: `udp`, `smp` or `ibv`.
+    /// Conduit: `udp`, `smp`, `ibv` or `rgasnet`.
     pub conduit: &'static str,
     /// Benchmark name (`testam`, ...).
     pub bench: String,
     /// The executable.
     pub path: PathBuf,
+    /// The conduit's launcher when the program does not spawn itself
+    /// (`contrib/gasnetrun_rgasnet`).
+    pub runner: Option<PathBuf>,
 }
 
 impl PeerProgram {
@@ -28,10 +67,25 @@ impl PeerProgram {
         format!("gasnet-{}", self.conduit)
     }
 
-    /// How GASNet launches this conduit with `ranks` processes on this host: (extra
-    /// arguments before the benchmark's own, environment). udp spawns itself locally
-    /// (`GASNET_SPAWNFN=L`, node count as first argument) with shared memory off so that
-    /// it measures its network path; smp forks `GASNET_PSHM_NODES` processes.
+    /// How GASNet launches this conduit with `ranks` processes on this host: (the program to
+    /// start, its arguments before the benchmark's own, environment). udp spawns itself
+    /// locally (`GASNET_SPAWNFN=L`, node count as first argument) with shared memory off so
+    /// that it measures its network path; smp forks `GASNET_PSHM_NODES` processes; rgasnet
+    /// starts through `gasnetrun_rgasnet -n N`, shared memory off as for udp.
+    pub fn command(&self, ranks: u32) -> (PathBuf, Vec<String>, Vec<(String, String)>) {
+        let (mut args, env) = self.launch(ranks);
+        match &self.runner {
+            Some(runner) => {
+                let mut a = vec!["-n".to_string(), ranks.to_string()];
+                a.push(self.path.display().to_string());
+                a.append(&mut args);
+                (runner.clone(), a, env)
+            }
+            None => (self.path.clone(), args, env),
+        }
+    }
+
+    /// The arguments and environment of [`PeerProgram::command`], before the program.
     pub fn launch(&self, ranks: u32) -> (Vec<String>, Vec<(String, String)>) {
         match self.conduit {
             "udp" => (
@@ -44,6 +98,10 @@ impl PeerProgram {
             "smp" => (
                 vec![],
                 vec![("GASNET_PSHM_NODES".into(), ranks.to_string())],
+            ),
+            "rgasnet" => (
+                vec![],
+                vec![("GASNET_SUPERNODE_MAXSIZE".into(), "1".into())],
             ),
             _ => (vec![], vec![]),
         }
@@ -98,11 +156,24 @@ pub fn discover(dir: &Path, benches: &[&str], infiniband: bool) -> (Vec<PeerProg
                 .into_iter()
                 .find(|p| is_executable(p))
             {
-                Some(path) => this.push(PeerProgram {
-                    conduit,
-                    bench: (*bench).to_string(),
-                    path,
-                }),
+                Some(path) => {
+                    let runner = (conduit == "rgasnet").then(|| {
+                        path.parent()
+                            .unwrap_or(dir)
+                            .join("contrib")
+                            .join("gasnetrun_rgasnet")
+                    });
+                    if runner.as_ref().is_some_and(|r| !is_executable(r)) {
+                        missing.push(*bench);
+                        continue;
+                    }
+                    this.push(PeerProgram {
+                        conduit,
+                        bench: (*bench).to_string(),
+                        path,
+                        runner,
+                    });
+                }
                 None => missing.push(*bench),
             }
         }
@@ -218,11 +289,38 @@ mod tests {
     }
 
     #[test]
+    fn gasnet_ex_labels_read_as_rgasnet_figures() {
+        assert_eq!(
+            canonical_figure("testsmall", "PutBlocking latency"),
+            "put latency"
+        );
+        assert_eq!(
+            canonical_figure("testsmall", "GetNB latency"),
+            "get_nb latency"
+        );
+        assert_eq!(
+            canonical_figure("testlarge", "PutBlocking throughput"),
+            "put_bulk throughput"
+        );
+        assert_eq!(
+            canonical_figure("testlarge", "GetNB throughput"),
+            "get_nb_bulk throughput"
+        );
+        // GASNet-1's labels and everything else stay as they are.
+        assert_eq!(canonical_figure("testsmall", "put latency"), "put latency");
+        assert_eq!(
+            canonical_figure("testbarrier", "Named Barrier"),
+            "Named Barrier"
+        );
+    }
+
+    #[test]
     fn launch_settings() {
         let p = PeerProgram {
             conduit: "udp",
             bench: "testam".into(),
             path: "/x".into(),
+            runner: None,
         };
         let (args, env) = p.launch(2);
         assert_eq!(args, vec!["2"]);
@@ -234,6 +332,22 @@ mod tests {
         assert_eq!(
             p.launch(2).1,
             vec![("GASNET_PSHM_NODES".to_string(), "2".to_string())]
+        );
+        let r = PeerProgram {
+            conduit: "rgasnet",
+            runner: Some("/b/rgasnet-conduit/contrib/gasnetrun_rgasnet".into()),
+            path: "/b/rgasnet-conduit/testam".into(),
+            ..p.clone()
+        };
+        let (prog, args, env) = r.command(2);
+        assert_eq!(
+            prog,
+            PathBuf::from("/b/rgasnet-conduit/contrib/gasnetrun_rgasnet")
+        );
+        assert_eq!(args, vec!["-n", "2", "/b/rgasnet-conduit/testam"]);
+        assert_eq!(
+            env,
+            vec![("GASNET_SUPERNODE_MAXSIZE".to_string(), "1".to_string())]
         );
         assert_eq!(bench_args("testam", 100, Some(4096)), vec!["100", "4096"]);
         assert_eq!(bench_args("testbarrier", 100, Some(4096)), vec!["100"]);

@@ -217,15 +217,19 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome, CompareError> {
         None => Vec::new(),
     };
     let mut plan = Vec::new();
-    // Repetitions outermost, so that a change in the machine's load over the session
-    // spreads over every path instead of biasing one.
+    // Repetitions outermost, so that a change in the machine's load over the session spreads
+    // over every path instead of biasing one; within a repeat, each benchmark runs on every
+    // path and peer back to back, in an order that rotates from one repeat to the next, so
+    // that the figures compared were measured minutes apart at most and no path always
+    // comes first.
     for run in 0..args.repeats as usize {
-        for path in &args.paths {
-            for (bench, exe) in &benches {
+        for (bench, exe) in &benches {
+            let mut group = Vec::new();
+            for path in &args.paths {
                 let mut a = vec!["-n".to_string(), path.ranks().to_string(), "--".into()];
                 a.push(exe.display().to_string());
                 a.extend(bench_args.iter().cloned());
-                plan.push(Planned {
+                group.push(Planned {
                     job: Job {
                         program: launcher.clone(),
                         args: a,
@@ -237,25 +241,30 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome, CompareError> {
                     run,
                 });
             }
-        }
-        for p in &peers {
-            let (mut a, env) = p.launch(2);
-            a.extend(gasnet::bench_args(
-                &p.bench,
-                args.iters,
-                Some(args.max_size),
-            ));
-            plan.push(Planned {
-                job: Job {
-                    program: p.path.clone(),
-                    args: a,
-                    env,
-                    timeout,
-                },
-                path: p.path_name(),
-                bench: p.bench.clone(),
-                run,
-            });
+            for p in peers.iter().filter(|p| &p.bench == bench) {
+                let (program, mut a, env) = p.command(2);
+                a.extend(gasnet::bench_args(
+                    &p.bench,
+                    args.iters,
+                    Some(args.max_size),
+                ));
+                group.push(Planned {
+                    job: Job {
+                        program,
+                        args: a,
+                        env,
+                        timeout,
+                    },
+                    path: p.path_name(),
+                    bench: p.bench.clone(),
+                    run,
+                });
+            }
+            if !group.is_empty() {
+                let k = run % group.len();
+                group.rotate_left(k);
+            }
+            plan.extend(group);
         }
     }
     let logs = args.out.join("logs");
@@ -325,11 +334,17 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome, CompareError> {
                     records.len(),
                     out.elapsed.as_secs_f64()
                 );
-                samples.extend(records.into_iter().map(|record| Sample {
-                    path: p.path.clone(),
-                    bench: p.bench.clone(),
-                    run: p.run,
-                    record,
+                let peer = p.path.starts_with("gasnet-");
+                samples.extend(records.into_iter().map(|mut record| {
+                    if peer {
+                        record.figure = gasnet::canonical_figure(&p.bench, &record.figure);
+                    }
+                    Sample {
+                        path: p.path.clone(),
+                        bench: p.bench.clone(),
+                        run: p.run,
+                        record,
+                    }
                 }));
             }
             Err(e) => {
