@@ -421,13 +421,17 @@ fn compare_runs_rgasnet_and_a_gasnet_peer_and_reports_what_is_missing() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
-    // Progress names every job.
+    // Progress names every job; each benchmark runs on every path and peer back to back.
     assert!(
         stderr.contains("[1/3] testam on loopback (run 1 of 1) ... "),
         "{stderr}"
     );
     assert!(
-        stderr.contains("[3/3] testam on gasnet-udp (run 1 of 1) ... 2 figures"),
+        stderr.contains("[2/3] testam on gasnet-udp (run 1 of 1) ... 2 figures"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("[3/3] testbarrier on loopback (run 1 of 1) ... "),
         "{stderr}"
     );
     let md = std::fs::read_to_string(out.join("results.md")).unwrap();
@@ -452,6 +456,73 @@ fn compare_runs_rgasnet_and_a_gasnet_peer_and_reports_what_is_missing() {
     assert!(
         json.contains("\"skipped\": [\"gasnet-udp: testbarrier not found"),
         "{json}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn compare_reads_gasnet_ex_labels_and_rotates_the_order_of_each_repeat() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("rgasnet-compare-ex-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // A build tree (`<conduit>-conduit/<test>`) whose udp testsmall prints GASNet-EX's labels.
+    let conduit = dir.join("gasnet").join("udp-conduit");
+    std::fs::create_dir_all(&conduit).unwrap();
+    let fake = conduit.join("testsmall");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\n\
+         echo 'A:  0 -          8 byte :       5 iters, latency        100 us total,    20.000 us ave. (PutBlocking latency)'\n\
+         echo 'A:  0 -          8 byte :       5 iters, latency        110 us total,    22.000 us ave. (GetBlocking latency)'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    rgasnetrun();
+    let out = dir.join("out");
+    let bin_dir = PathBuf::from(env!("CARGO_BIN_EXE_testsmall"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let o = Command::new(env!("CARGO_BIN_EXE_rgasnet-bench"))
+        .args(["compare", "--paths", "loopback", "--benches", "testsmall"])
+        .args(["--repeats", "2", "-i", "5", "--max-size", "8", "--no-plots"])
+        .args(["--bench-args", "--no-baseline"])
+        .arg("--out")
+        .arg(&out)
+        .arg("--bin-dir")
+        .arg(&bin_dir)
+        .arg("--gasnet")
+        .arg(dir.join("gasnet"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    // Each repeat runs the path and the peer back to back; the second starts with the peer.
+    for line in [
+        "[1/4] testsmall on loopback (run 1 of 2)",
+        "[2/4] testsmall on gasnet-udp (run 1 of 2)",
+        "[3/4] testsmall on gasnet-udp (run 2 of 2)",
+        "[4/4] testsmall on loopback (run 2 of 2)",
+    ] {
+        assert!(stderr.contains(line), "{line}: {stderr}");
+    }
+    // GASNet-EX's labels land on rgasnet's rows, so the peer column fills.
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(
+        md.contains("| put latency | 8 | gasnet-udp | 20.0 |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| get latency | 8 | gasnet-udp | 22.0 |"),
+        "{md}"
+    );
+    let ours = md
+        .lines()
+        .find(|l| l.starts_with("| put latency | 8 | loopback |"))
+        .unwrap_or_else(|| panic!("{md}"));
+    assert!(
+        !ours.trim_end().ends_with("| – |"),
+        "no ratio to the peer: {ours}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
