@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Do two `rgasnet-bench compare` runs agree? The benchmark check of issue #26: on an idle
+# machine of this class, two runs with the default options must give every headline ratio
+# (rgasnet's native path against GASNet-EX udp-conduit, its shared-memory path against
+# smp-conduit) within 10 % of each other. Not a timed unit test: a script to run by hand or in
+# a benchmark job.
+#
+#   scripts/compare-agreement.sh GASNET_BUILD_DIR [compare options...]
+#
+# GASNET_BUILD_DIR: a GASNet-EX build tree with the udp and smp conduits' tests (the `build`
+# folder of scripts/gasnet-ex.sh). Extra options go to both compare runs (e.g. `-i 2000`).
+# Prints the ratios of both runs and their agreement; exits 1 when one differs by more than
+# 10 %, 2 when a headline figure is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+gasnet=${1:?usage: $0 GASNET_BUILD_DIR [compare options...]}
+shift
+cargo build --release -q -p rgasnet-bench -p rgasnet-launcher
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for run in 1 2; do
+    target/release/rgasnet-bench compare --gasnet "$gasnet" --paths native,pshm \
+        --no-plots --out "$work/$run" "$@" >/dev/null 2>"$work/$run.log" ||
+        { tail -5 "$work/$run.log" >&2; exit 2; }
+done
+
+# Headline figures: label, our path, peer path, figure, size ("" for none).
+headlines=(
+    "put 8 B|native|gasnet-udp|put latency|8"
+    "get 8 B|native|gasnet-udp|get latency|8"
+    "AM Short|native|gasnet-udp|AMShort ping-pong roundtrip ReqRep|"
+    "AM Medium 8 B|native|gasnet-udp|AMMedium ping-pong roundtrip ReqRep|8"
+    "barrier|native|gasnet-udp|Named Barrier|"
+    "put 1 MiB|native|gasnet-udp|put_bulk throughput|1048576"
+    "get 1 MiB|native|gasnet-udp|get_bulk throughput|1048576"
+    "shm AM Short|pshm|gasnet-smp|AMShort ping-pong roundtrip ReqRep|"
+)
+# Not a headline: shared-memory put/get 8 B take 4-5 ns, which GASNet's tests print to the
+# whole ns: their ratio moves in steps of 20-25 % whatever the iteration count.
+# median PATH FIGURE SIZE CSV
+median() {
+    awk -F, -v p="$1" -v f="$2" -v s="$3" '$1 == p && $4 == f && $5 == s { print $7; exit }' "$4"
+}
+status=0
+printf '%-14s %10s %10s %8s\n' headline run1 run2 differ
+for h in "${headlines[@]}"; do
+    IFS='|' read -r label ours peer figure size <<<"$h"
+    ratios=()
+    for run in 1 2; do
+        csv="$work/$run/results.csv"
+        a=$(median "$ours" "$figure" "$size" "$csv")
+        b=$(median "$peer" "$figure" "$size" "$csv")
+        if [ -z "$a" ] || [ -z "$b" ] || [ "$b" = 0 ]; then
+            echo "$label: missing in run $run ($ours: '${a}', $peer: '${b}')" >&2
+            exit 2
+        fi
+        ratios+=("$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f", a / b }')")
+    done
+    d=$(awk -v x="${ratios[0]}" -v y="${ratios[1]}" 'BEGIN { d = x / y - 1; if (d < 0) d = -d; printf "%.1f", 100 * d }')
+    mark=$(awk -v d="$d" 'BEGIN { print (d <= 10) ? "ok" : "DIFFERS" }')
+    [ "$mark" = ok ] || status=1
+    printf '%-14s %10s %10s %7s%% %s\n' "$label" "${ratios[0]}" "${ratios[1]}" "$d" "$mark"
+done
+exit "$status"
