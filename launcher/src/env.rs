@@ -60,6 +60,14 @@ pub const AGENT_JOB_KEY: &str = "RGASNET_AGENT_JOB_KEY";
 /// Internal: set by the launcher for the exec shim, the pid the shim must still have as parent.
 pub const SHIM_PARENT: &str = "RGASNET_SHIM_PARENT";
 
+/// Parses a job key as [`format_job_key`] writes it: exactly 16 hex digits.
+pub fn parse_job_key(text: &str) -> Result<u64, &'static str> {
+    if text.len() != 16 {
+        return Err("must be exactly 16 hex digits");
+    }
+    u64::from_str_radix(text, 16).map_err(|_| "not hexadecimal")
+}
+
 /// What a rank learns from the `RGASNET_*` variables.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RankEnv {
@@ -175,11 +183,7 @@ pub fn parse_rank_env(
         return Err(bad(RANK, &rank_s, format!("not below {SIZE}={size}")));
     }
     let key_s = need(JOB_KEY)?;
-    if key_s.len() != 16 {
-        return Err(bad(JOB_KEY, &key_s, "must be exactly 16 hex digits"));
-    }
-    let job_key =
-        u64::from_str_radix(&key_s, 16).map_err(|_| bad(JOB_KEY, &key_s, "not hexadecimal"))?;
+    let job_key = parse_job_key(&key_s).map_err(|why| bad(JOB_KEY, &key_s, why))?;
     let bootstrap = need(BOOTSTRAP)?;
     if bootstrap
         .rsplit_once(':')

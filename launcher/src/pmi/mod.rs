@@ -69,7 +69,6 @@ pub(crate) fn detect(get: impl Fn(&str) -> bool) -> Option<Server> {
     if get("PMI_FD") && get("PMI_RANK") {
         return Some(Server::Pmi2);
     }
-    let _ = get;
     None
 }
 

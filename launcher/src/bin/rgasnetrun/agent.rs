@@ -103,13 +103,10 @@ impl Placement {
     }
 }
 
-/// The job key: 16 hex digits from the launcher.
+/// The job key the launcher sent (`from` says where), as `env::format_job_key` wrote it.
 fn parse_job_key(text: &str, from: &str) -> Result<u64> {
-    let t = text.trim();
-    match u64::from_str_radix(t, 16) {
-        Ok(k) if t.len() == 16 => Ok(k),
-        _ => bail!("the launcher sent no valid job key {from}"),
-    }
+    env::parse_job_key(text.trim())
+        .map_err(|why| anyhow::anyhow!("the launcher sent no valid job key {from}: it {why}"))
 }
 
 enum AgentEvent {

@@ -30,7 +30,12 @@ pub(crate) fn expand(text: &str, origin: &str) -> Result<Vec<String>> {
                         bail!("{origin}={text:?}: '[' without ']' in {entry:?}");
                     };
                     let items = ranges(&rest[open + 1..close], origin, text)?;
-                    if names.len().saturating_mul(items.len()) + hosts.len() > MAX_HOSTS {
+                    if names
+                        .len()
+                        .saturating_mul(items.len())
+                        .saturating_add(hosts.len())
+                        > MAX_HOSTS
+                    {
                         bail!("{origin}={text:?} names more than {MAX_HOSTS} hosts");
                     }
                     names = names
