@@ -149,6 +149,7 @@ impl Client {
         am_ni.set_map(&peers)?;
         rma_ni.set_map(&peers)?;
         let supernode = supernode_of(&config, &boot, &hosts);
+        iface.set_poll_budget(net::wait_poll_budget(&config, boot.rank(), &hosts));
         // Shared memory covers a rank (itself included) only in a supernode of several.
         let net_peers = supernode.len() <= 1 || supernode.len() < boot.size() as usize;
         if net_peers {

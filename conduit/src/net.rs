@@ -62,6 +62,16 @@ pub(crate) fn open_interface(config: &Config, boot: &Bootstrap) -> Result<Interf
     Ok(iface)
 }
 
+/// How long this rank's waits poll before they sleep ([`crate::config::WaitPoll`]): the
+/// ranks sharing its host are those with its host id (`hosts`, by rank), its CPUs those it may
+/// run on.
+pub(crate) fn wait_poll_budget(config: &Config, rank: u32, hosts: &[String]) -> Duration {
+    let mine = hosts.get(rank as usize);
+    let host_ranks = hosts.iter().filter(|h| Some(*h) == mine).count();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    config.wait_poll.budget(host_ranks, cpus)
+}
+
 /// The address to bind without `RGASNET_IFACE` (see the module docs): loopback for a job on
 /// one host; else the bootstrap connection's local address; else `host_addr()`.
 pub(crate) fn default_addr(

@@ -32,7 +32,9 @@ pub struct InterfaceConfig {
     pub transport: TransportConfig,
     /// The user id the processes of this interface act as.
     pub uid: Uid,
-    /// How long a wait spins (receiving without blocking) before it blocks in the kernel.
+    /// How long a wait spins (receiving without blocking) before it blocks in the kernel, or
+    /// before it starts yielding the CPU between rounds when a longer
+    /// [poll budget](Interface::set_poll_budget) is set.
     pub spin: Duration,
     /// Background progress: when the application has not called into the interface for this
     /// long, a helper thread makes one round of progress for it (timers, held acknowledgements,
@@ -57,6 +59,9 @@ pub const IMMEDIATE_TAKE_MAX: usize = 64;
 /// Longest a blocked wait sleeps before it looks again (other threads may have changed state
 /// without a datagram arriving).
 const MAX_BLOCK: Duration = Duration::from_millis(5);
+
+/// Longest poll budget [`Interface::set_poll_budget`] takes (a longer one is cut to this).
+pub const MAX_POLL_BUDGET: Duration = Duration::from_secs(10);
 
 static NEXT_INTERFACE_ID: AtomicU32 = AtomicU32::new(1);
 
@@ -86,6 +91,10 @@ struct State {
     /// The clock reading of the last progress round, which a spinning waiter reuses instead
     /// of reading the clock again (its deadlines are microseconds to seconds away).
     round_start: Instant,
+    /// When the last datagram arrived (any call's): the poll budget of a wait
+    /// ([`Interface::set_poll_budget`]) runs from here, so that a caller that waits in slices
+    /// still blocks once the budget has passed in silence.
+    last_received: Instant,
 }
 
 struct Inner {
@@ -93,6 +102,10 @@ struct Inner {
     link: Box<dyn Link>,
     state: Mutex<State>,
     spin: Duration,
+    /// How long a wait polls after the last datagram before it blocks in the kernel, in
+    /// nanoseconds (at least `spin`): past `spin` each round yields the CPU first
+    /// ([`Interface::set_poll_budget`]).
+    poll_budget_ns: AtomicU64,
     waiters: AtomicUsize,
     /// The transport's count of peers that said their program ended or that they are
     /// leaving, mirrored after each datagram so that [`Interface::departures`] needs no lock.
@@ -142,9 +155,11 @@ impl Interface {
                     rx: vec![0u8; RECV_BUF],
                     tx: Vec::with_capacity(RECV_BUF),
                     calls: 0,
-                    round_start: Instant::now(),
+                    round_start: now,
+                    last_received: now,
                 }),
                 spin: cfg.spin,
+                poll_budget_ns: AtomicU64::new(duration_ns(cfg.spin)),
                 waiters: AtomicUsize::new(0),
                 departures: AtomicU64::new(0),
             }),
@@ -372,7 +387,12 @@ impl Interface {
         }
         let mut got = false;
         for _ in 0..RECV_BATCH {
-            let State { stack, rx, .. } = &mut *st;
+            let State {
+                stack,
+                rx,
+                last_received,
+                ..
+            } = &mut *st;
             if stack.engine.immediate_backlog_full() {
                 // Received immediates wait for their owner: read nothing more until it takes
                 // some (the transport's retransmission covers what the socket drops).
@@ -383,6 +403,7 @@ impl Interface {
             };
             *received = true;
             got = true;
+            *last_received = now;
             let delivered = stack.transport.stats().messages_delivered;
             stack.handle_datagram(now, from, rx.get(..len).unwrap_or_default());
             let stats = stack.transport.stats();
@@ -554,7 +575,9 @@ impl Interface {
     }
 
     /// Makes progress until `check` returns `Some`, or `timeout` passes (`None` if it does).
-    /// Spins for the configured time, then blocks in the kernel between rounds.
+    /// Spins for the configured time, polls on (yielding the CPU between rounds) until the
+    /// [poll budget](Interface::set_poll_budget) has passed since the last datagram, then
+    /// blocks in the kernel between rounds.
     pub fn wait_for<T>(
         &self,
         timeout: Option<Duration>,
@@ -563,8 +586,12 @@ impl Interface {
         let start = Instant::now();
         let deadline = timeout.map(|t| start + t);
         // Spinning restarts whenever a datagram arrives: a waiter keeps its core while traffic
-        // flows (a put target, a flood) and blocks only after `spin` of silence.
-        let mut spin_until = start + self.inner.spin;
+        // flows (a put target, a flood) and blocks only after `spin` of silence, or polls on,
+        // yielding the CPU between rounds, until the poll budget has passed.
+        let spin = self.inner.spin;
+        let budget = self.poll_budget();
+        let mut spin_until = start + spin;
+        let mut poll_until;
         // Relaxed: the waiter count is only a hint for how long a wait may block.
         self.inner.waiters.fetch_add(1, Ordering::Relaxed);
         let _guard = WaiterGuard(&self.inner.waiters);
@@ -587,10 +614,11 @@ impl Interface {
                 // The round's own clock reading: one clock read per spinning round, not two.
                 now = st.round_start;
                 if received {
-                    spin_until = now + self.inner.spin;
+                    spin_until = now + spin;
                 }
+                poll_until = st.last_received + budget;
                 // Only a waiter about to block needs the timers.
-                next_timer = if now < spin_until {
+                next_timer = if now < poll_until {
                     None
                 } else {
                     st.stack.poll_timeout()
@@ -601,6 +629,10 @@ impl Interface {
             }
             if now < spin_until {
                 std::hint::spin_loop();
+                continue;
+            }
+            if now < poll_until {
+                std::thread::yield_now();
                 continue;
             }
             // Relaxed: the count is only a hint for how long to sleep.
@@ -620,6 +652,25 @@ impl Interface {
                 .wait_readable(block)
                 .map_err(io_err("wait"))?;
         }
+    }
+
+    /// Sets how long a wait keeps polling after the last datagram before it blocks in the
+    /// kernel (never less than [`InterfaceConfig::spin`]). Past `spin`, each polling round first
+    /// yields the CPU (`sched_yield`), so that a process that shares its core still lets the
+    /// others run, while a waiter whose answer comes within the budget pays no kernel wake-up
+    /// (tens of microseconds on a virtual machine, and the tail of a ping-pong's average).
+    pub fn set_poll_budget(&self, budget: Duration) {
+        // Relaxed: a tuning value read at the start of each wait; no data depends on it.
+        let budget = budget.clamp(self.inner.spin, MAX_POLL_BUDGET.max(self.inner.spin));
+        self.inner
+            .poll_budget_ns
+            .store(duration_ns(budget), Ordering::Relaxed);
+    }
+
+    /// The budget [`Interface::set_poll_budget`] set (by default [`InterfaceConfig::spin`]).
+    pub fn poll_budget(&self) -> Duration {
+        // Relaxed: see `set_poll_budget`.
+        Duration::from_nanos(self.inner.poll_budget_ns.load(Ordering::Relaxed))
     }
 
     /// Opens the NI of `kind` on this interface.
@@ -670,6 +721,11 @@ const _: () = {
     assert_send_sync::<Interface>();
     assert_send_sync::<Ni>();
 };
+
+/// `d` in nanoseconds, saturating (a budget of centuries is as good as forever).
+fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
 
 struct WaiterGuard<'a>(&'a AtomicUsize);
 impl Drop for WaiterGuard<'_> {

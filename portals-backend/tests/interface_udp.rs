@@ -678,3 +678,47 @@ fn four_threads_share_one_interface() {
     }
     assert!(tmem.to_vec(0, want.len()).unwrap() == want);
 }
+
+#[test]
+fn poll_budget_is_clamped_and_a_polling_wait_still_ends_at_its_deadline() {
+    use rgasnet_portals::interface::MAX_POLL_BUDGET;
+    use rgasnet_portals::udp::DEFAULT_SPIN;
+    let (a, b) = (open(), open());
+    let iface = a.interface();
+    assert_eq!(
+        iface.poll_budget(),
+        DEFAULT_SPIN,
+        "the default budget is the spin"
+    );
+    iface.set_poll_budget(Duration::ZERO);
+    assert_eq!(iface.poll_budget(), DEFAULT_SPIN, "never below the spin");
+    iface.set_poll_budget(Duration::from_secs(3600));
+    assert_eq!(iface.poll_budget(), MAX_POLL_BUDGET, "cut to the maximum");
+
+    // A wait that polls (budget far beyond its timeout) returns at its deadline.
+    let t = Instant::now();
+    let r = iface
+        .wait_for(Some(Duration::from_millis(30)), |_| Ok(None::<()>))
+        .unwrap();
+    assert_eq!(r, None);
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(30) && took < Duration::from_secs(10),
+        "{took:?}"
+    );
+
+    // Traffic still flows while the initiator polls instead of sleeping: a put and its ACK.
+    iface.set_poll_budget(Duration::from_millis(1));
+    let _p = Progress::start(b.interface());
+    let tmem = Region::new(64);
+    let _teq = target(&b, &tmem, MeOptions::OP_PUT);
+    let eq = a.eq_alloc(16).unwrap();
+    let src = Region::from_bytes(&pattern(64, 9));
+    let smd = md(&a, &src, Some(eq));
+    a.put(&put_args(smd, 64, to(&b, 0))).unwrap();
+    assert_eq!(next(&a, eq).kind, EventKind::Send);
+    assert_eq!(next(&a, eq).kind, EventKind::Ack);
+    let mut got = vec![0u8; 64];
+    tmem.read(0, &mut got).unwrap();
+    assert_eq!(got, pattern(64, 9));
+}
