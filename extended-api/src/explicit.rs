@@ -474,6 +474,29 @@ impl Extended {
         )
     }
 
+    /// Explicit-handle bulk put of `len` bytes at `local_offset` of this rank's segment, sent
+    /// from the segment in place, as GASNet's bulk puts are: nothing is copied when it is
+    /// issued, so the caller keeps those bytes unchanged until the handle completes (a change
+    /// before then may reach the target, as with RDMA hardware; dropping the handle does not
+    /// end the transfer). This is what a flood of large explicit puts needs: a copy per put
+    /// would halve its bandwidth. [`Extended::put_nb_from_segment`] copies instead.
+    pub fn put_nb_bulk_from_segment(
+        &self,
+        rank: u32,
+        offset: u64,
+        local_offset: u64,
+        len: u64,
+    ) -> Result<NbHandle<'_>, ExtError> {
+        self.sh.seg_nb(
+            "put_nb_bulk_from_segment",
+            SegOp::PutInPlace,
+            rank,
+            offset,
+            local_offset,
+            len,
+        )
+    }
+
     /// Blocking form of [`Extended::put_nb_from_segment`]. Since it returns only once the
     /// target has the bytes, they are sent from the segment in place (no copy at all).
     pub fn put_from_segment(

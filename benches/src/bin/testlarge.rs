@@ -99,7 +99,7 @@ fn run() -> Result<()> {
                             let mut handles = Vec::with_capacity(iters as usize);
                             for _ in 0..iters {
                                 let r = if put {
-                                    ext.put_nb_from_segment(peer, remote, 0, len(size))
+                                    ext.put_nb_bulk_from_segment(peer, remote, 0, len(size))
                                 } else {
                                     ext.get_nb_to_segment(0, peer, remote, len(size))
                                 };

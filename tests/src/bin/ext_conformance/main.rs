@@ -356,6 +356,21 @@ fn overwrite(ext: &Extended, rng: &mut Rng, sh: &mut Shadow) -> Res {
             len,
             "segment source overwritten after return",
         )?;
+        // A bulk one is sent from the segment in place: the source stays unchanged until the
+        // handle completes, and then the target holds exactly those bytes.
+        let (rank, len, _) = pick(rng, n);
+        let len = len.min(AREA / 2);
+        let stage = rng.below(AREA / 2 - len + 1);
+        let dst = AREA / 2 + rng.below(AREA / 2 - len + 1);
+        let d = rng.bytes(len as usize);
+        ext.put(mine, me + stage, &d).map_err(e2s("stage"))?;
+        ext.put_nb_bulk_from_segment(rank, me + dst, me + stage, len)
+            .map_err(e2s("put_nb_bulk_from_segment"))?
+            .wait()
+            .map_err(e2s("put_nb_bulk_from_segment wait"))?;
+        sh.write(mine, stage, &d);
+        sh.write(rank, dst, &d);
+        verify(ext, sh, rank, dst, len, "bulk segment put")?;
     }
     println!("rank {}: overwrite ok", ext.rank());
     Ok(())
