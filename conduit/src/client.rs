@@ -99,6 +99,8 @@ pub(crate) struct Inner {
     /// Whether any rank, this one included, is reached over the network (outside a shared
     /// supernode). When none is, `poll` never touches the network layer.
     pub(crate) net_peers: bool,
+    /// How this rank's waits poll (its host crowded or not).
+    pub(crate) polling: crate::config::Polling,
     pub(crate) attached: OnceLock<Attached>,
     pub(crate) stats: crate::stats::Counters,
 }
@@ -149,7 +151,8 @@ impl Client {
         am_ni.set_map(&peers)?;
         rma_ni.set_map(&peers)?;
         let supernode = supernode_of(&config, &boot, &hosts);
-        iface.set_poll_budget(net::wait_poll_budget(&config, boot.rank(), &hosts));
+        let polling = net::wait_polling(&config, boot.rank(), &hosts);
+        iface.set_polling(polling.spin, polling.budget);
         // Shared memory covers a rank (itself included) only in a supernode of several.
         let net_peers = supernode.len() <= 1 || supernode.len() < boot.size() as usize;
         if net_peers {
@@ -170,6 +173,7 @@ impl Client {
                 rma_ni,
                 peers,
                 net_peers,
+                polling,
                 supernode,
                 attached: OnceLock::new(),
                 stats: Default::default(),

@@ -39,9 +39,8 @@ pub const STALL_WARNING: &str = "RGASNET_STALL_WARNING";
 /// `RGASNET_IFACE`: interface name or IPv4 address the network engine binds (default loopback
 /// for single-host jobs). `PTL_IFACE_NAME` is honoured when this is unset.
 pub const IFACE: &str = "RGASNET_IFACE";
-/// `RGASNET_WAIT_POLL_US`: microseconds a waiting call keeps polling the network after the
-/// last datagram before it sleeps in the kernel, or `auto` (the default): 1000 on a host with
-/// at least as many CPUs as ranks, else 20 (see [`WaitPoll`]).
+/// `RGASNET_WAIT_POLL_US`: microseconds a waiting call keeps polling after the last arrival
+/// before it sleeps in the kernel, or `auto` (the default, 1000; see [`WaitPoll`]).
 pub const WAIT_POLL_US: &str = "RGASNET_WAIT_POLL_US";
 /// `PTL_IFACE_NAME`: the Portals reference implementation's name for [`IFACE`].
 pub const PTL_IFACE_NAME: &str = "PTL_IFACE_NAME";
@@ -78,36 +77,59 @@ pub enum PortalsEngine {
 
 /// How long a waiting call polls before it sleeps in the kernel ([`WAIT_POLL_US`]).
 ///
-/// A wait spins for its first 20 µs, which covers a loopback round trip. Past that it polls
-/// on, yielding the CPU before each round, for the rest of the budget, and then sleeps until a
-/// datagram arrives. Waking a sleeping process costs tens of microseconds on a virtual
-/// machine: on a host with a CPU for every rank, the rare answer that comes late would
-/// otherwise weigh on every average (a put's 99th percentile went from 60 µs to 11 µs with a
-/// 1 ms budget on this project's 2-vCPU VM). On a crowded host the polling would keep the
-/// ranks being waited for off the CPUs, so the budget stays at the spin.
+/// On a host with a CPU for every rank, a wait spins for its first 20 µs, which covers a
+/// loopback round trip, then polls on, yielding the CPU before each round, for the rest of
+/// the budget, and then sleeps until something arrives. Waking a sleeping process costs tens
+/// of microseconds on a virtual machine: without the budget, the rare answer that comes late
+/// weighs on every average (a put's 99th percentile went from 60–100 µs to 12–20 µs with
+/// 1 ms on this project's 2-vCPU VM).
+///
+/// On a host with more ranks than CPUs, a wait does not spin at all: it yields the CPU
+/// between polls from the start, network and shared memory alike, so that the ranks it waits
+/// for run (a spin would hold the CPU until the scheduler's slice ends, a sleep would cost a
+/// wake-up per message).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitPoll {
-    /// [`WaitPoll::UNCROWDED`] on a host with at least as many CPUs as ranks, else
-    /// [`WaitPoll::CROWDED`].
+    /// A budget of [`WaitPoll::AUTO_US`].
     Auto,
     /// This many microseconds.
     Micros(u32),
 }
 
-impl WaitPoll {
-    /// The `auto` budget of a host with a CPU for every rank, in µs.
-    pub const UNCROWDED: u32 = 1000;
-    /// The `auto` budget of a host with more ranks than CPUs, in µs: the spin alone.
-    pub const CROWDED: u32 = 20;
+/// How this rank's waits poll ([`WaitPoll::polling`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Polling {
+    /// Spinning (no yield) at the start of a wait.
+    pub spin: std::time::Duration,
+    /// Polling in all, from the last arrival, before the wait sleeps.
+    pub budget: std::time::Duration,
+    /// The host has more ranks than CPUs (waits yield from the start).
+    pub crowded: bool,
+}
 
-    /// The budget for a host running `host_ranks` ranks on `cpus` CPUs.
-    pub fn budget(self, host_ranks: usize, cpus: usize) -> std::time::Duration {
+impl WaitPoll {
+    /// The `auto` budget, in µs.
+    pub const AUTO_US: u32 = 1000;
+    /// The spin at the start of a wait on a host with a CPU for every rank, in µs.
+    pub const SPIN_US: u32 = 20;
+
+    /// How waits poll on a host running `host_ranks` ranks on `cpus` CPUs.
+    pub fn polling(self, host_ranks: usize, cpus: usize) -> Polling {
         let us = match self {
             WaitPoll::Micros(us) => us,
-            WaitPoll::Auto if host_ranks <= cpus => WaitPoll::UNCROWDED,
-            WaitPoll::Auto => WaitPoll::CROWDED,
+            WaitPoll::Auto => WaitPoll::AUTO_US,
         };
-        std::time::Duration::from_micros(u64::from(us))
+        let crowded = host_ranks > cpus;
+        let spin = if crowded {
+            0
+        } else {
+            us.min(WaitPoll::SPIN_US)
+        };
+        Polling {
+            spin: std::time::Duration::from_micros(u64::from(spin)),
+            budget: std::time::Duration::from_micros(u64::from(us)),
+            crowded,
+        }
     }
 }
 
@@ -445,15 +467,35 @@ mod tests {
     }
 
     #[test]
-    fn wait_poll_budget() {
+    fn wait_polling() {
         use std::time::Duration;
+        let us = Duration::from_micros;
         let c = Config::from_source(&env(&[])).unwrap();
         assert_eq!(c.wait_poll, WaitPoll::Auto);
-        assert_eq!(c.wait_poll.budget(2, 2), Duration::from_micros(1000));
-        assert_eq!(c.wait_poll.budget(3, 2), Duration::from_micros(20));
-        let c = Config::from_source(&env(&[(WAIT_POLL_US, "250")])).unwrap();
-        assert_eq!(c.wait_poll, WaitPoll::Micros(250));
-        assert_eq!(c.wait_poll.budget(16, 2), Duration::from_micros(250));
+        assert_eq!(
+            c.wait_poll.polling(2, 2),
+            Polling {
+                spin: us(20),
+                budget: us(1000),
+                crowded: false
+            }
+        );
+        assert_eq!(
+            c.wait_poll.polling(3, 2),
+            Polling {
+                spin: us(0),
+                budget: us(1000),
+                crowded: true
+            }
+        );
+        let c = Config::from_source(&env(&[(WAIT_POLL_US, "10")])).unwrap();
+        assert_eq!(c.wait_poll, WaitPoll::Micros(10));
+        assert_eq!(
+            c.wait_poll.polling(1, 2).spin,
+            us(10),
+            "the spin fits the budget"
+        );
+        assert_eq!(c.wait_poll.polling(16, 2).budget, us(10));
         let c = Config::from_source(&env(&[(WAIT_POLL_US, "AUTO")])).unwrap();
         assert_eq!(c.wait_poll, WaitPoll::Auto);
         assert!(c.describe().contains("RGASNET_WAIT_POLL_US"));

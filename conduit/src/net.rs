@@ -20,7 +20,7 @@ use rgasnet_portals::transport::TransportConfig;
 use rgasnet_portals::types::PhysId;
 use rgasnet_portals::udp::{UdpConfig, UdpEndpoint};
 
-use crate::config::Config;
+use crate::config::{Config, Polling};
 use crate::error::InitError;
 
 /// Opens this rank's interface.
@@ -62,14 +62,13 @@ pub(crate) fn open_interface(config: &Config, boot: &Bootstrap) -> Result<Interf
     Ok(iface)
 }
 
-/// How long this rank's waits poll before they sleep ([`crate::config::WaitPoll`]): the
-/// ranks sharing its host are those with its host id (`hosts`, by rank), its CPUs those it may
-/// run on.
-pub(crate) fn wait_poll_budget(config: &Config, rank: u32, hosts: &[String]) -> Duration {
+/// How this rank's waits poll ([`crate::config::WaitPoll`]): the ranks sharing its host are
+/// those with its host id (`hosts`, by rank), its CPUs those it may run on.
+pub(crate) fn wait_polling(config: &Config, rank: u32, hosts: &[String]) -> Polling {
     let mine = hosts.get(rank as usize);
     let host_ranks = hosts.iter().filter(|h| Some(*h) == mine).count();
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    config.wait_poll.budget(host_ranks, cpus)
+    config.wait_poll.polling(host_ranks, cpus)
 }
 
 /// The address to bind without `RGASNET_IFACE` (see the module docs): loopback for a job on

@@ -106,12 +106,16 @@ pub(crate) fn attach(
         };
         return Ok((segment, None));
     }
-    let config = NodeConfig::new(
+    let mut config = NodeConfig::new(
         inner.boot.job_key(),
         inner.rank,
         members.to_vec(),
         segment_len,
     );
+    if inner.polling.crowded {
+        // More ranks than CPUs: a waiting rank yields to the ones it waits for.
+        config.wait = rgasnet_pshm::WaitPolicy::crowded(inner.polling.budget);
+    }
     let (node, rx) = Node::attach(config, || inner.boot.barrier())?;
     let segment = node
         .segment(inner.rank)

@@ -34,7 +34,7 @@ pub struct InterfaceConfig {
     pub uid: Uid,
     /// How long a wait spins (receiving without blocking) before it blocks in the kernel, or
     /// before it starts yielding the CPU between rounds when a longer
-    /// [poll budget](Interface::set_poll_budget) is set.
+    /// [poll budget](Interface::set_polling) is set.
     pub spin: Duration,
     /// Background progress: when the application has not called into the interface for this
     /// long, a helper thread makes one round of progress for it (timers, held acknowledgements,
@@ -60,7 +60,7 @@ pub const IMMEDIATE_TAKE_MAX: usize = 64;
 /// without a datagram arriving).
 const MAX_BLOCK: Duration = Duration::from_millis(5);
 
-/// Longest poll budget [`Interface::set_poll_budget`] takes (a longer one is cut to this).
+/// Longest spin or poll budget [`Interface::set_polling`] takes (a longer one is cut to this).
 pub const MAX_POLL_BUDGET: Duration = Duration::from_secs(10);
 
 static NEXT_INTERFACE_ID: AtomicU32 = AtomicU32::new(1);
@@ -92,7 +92,7 @@ struct State {
     /// of reading the clock again (its deadlines are microseconds to seconds away).
     round_start: Instant,
     /// When the last datagram arrived (any call's): the poll budget of a wait
-    /// ([`Interface::set_poll_budget`]) runs from here, so that a caller that waits in slices
+    /// ([`Interface::set_polling`]) runs from here, so that a caller that waits in slices
     /// still blocks once the budget has passed in silence.
     last_received: Instant,
 }
@@ -101,10 +101,11 @@ struct Inner {
     local: PhysId,
     link: Box<dyn Link>,
     state: Mutex<State>,
-    spin: Duration,
+    /// How long a wait spins, in nanoseconds ([`Interface::set_polling`]).
+    spin_ns: AtomicU64,
     /// How long a wait polls after the last datagram before it blocks in the kernel, in
-    /// nanoseconds (at least `spin`): past `spin` each round yields the CPU first
-    /// ([`Interface::set_poll_budget`]).
+    /// nanoseconds (at least the spin): past the spin each round yields the CPU first
+    /// ([`Interface::set_polling`]).
     poll_budget_ns: AtomicU64,
     waiters: AtomicUsize,
     /// The transport's count of peers that said their program ended or that they are
@@ -158,7 +159,7 @@ impl Interface {
                     round_start: now,
                     last_received: now,
                 }),
-                spin: cfg.spin,
+                spin_ns: AtomicU64::new(duration_ns(cfg.spin)),
                 poll_budget_ns: AtomicU64::new(duration_ns(cfg.spin)),
                 waiters: AtomicUsize::new(0),
                 departures: AtomicU64::new(0),
@@ -576,7 +577,7 @@ impl Interface {
 
     /// Makes progress until `check` returns `Some`, or `timeout` passes (`None` if it does).
     /// Spins for the configured time, polls on (yielding the CPU between rounds) until the
-    /// [poll budget](Interface::set_poll_budget) has passed since the last datagram, then
+    /// [poll budget](Interface::set_polling) has passed since the last datagram, then
     /// blocks in the kernel between rounds.
     pub fn wait_for<T>(
         &self,
@@ -588,8 +589,7 @@ impl Interface {
         // Spinning restarts whenever a datagram arrives: a waiter keeps its core while traffic
         // flows (a put target, a flood) and blocks only after `spin` of silence, or polls on,
         // yielding the CPU between rounds, until the poll budget has passed.
-        let spin = self.inner.spin;
-        let budget = self.poll_budget();
+        let (spin, budget) = self.polling();
         let mut spin_until = start + spin;
         let mut poll_until;
         // Relaxed: the waiter count is only a hint for how long a wait may block.
@@ -654,23 +654,31 @@ impl Interface {
         }
     }
 
-    /// Sets how long a wait keeps polling after the last datagram before it blocks in the
-    /// kernel (never less than [`InterfaceConfig::spin`]). Past `spin`, each polling round first
-    /// yields the CPU (`sched_yield`), so that a process that shares its core still lets the
-    /// others run, while a waiter whose answer comes within the budget pays no kernel wake-up
-    /// (tens of microseconds on a virtual machine, and the tail of a ping-pong's average).
-    pub fn set_poll_budget(&self, budget: Duration) {
-        // Relaxed: a tuning value read at the start of each wait; no data depends on it.
-        let budget = budget.clamp(self.inner.spin, MAX_POLL_BUDGET.max(self.inner.spin));
+    /// Sets how a wait polls: it spins (re-checking without giving up the CPU) for `spin`,
+    /// then keeps polling, yielding the CPU (`sched_yield`) before each round, until `budget`
+    /// has passed since the last datagram, and then blocks in the kernel. Yielding lets a
+    /// process that shares its core with others (the ranks it waits for among them) run,
+    /// while a waiter whose answer comes within the budget pays no kernel wake-up (tens of
+    /// microseconds on a virtual machine, and the tail of a ping-pong's average). `budget` is
+    /// cut to [`MAX_POLL_BUDGET`], and raised to `spin` if shorter. By default both are
+    /// [`InterfaceConfig::spin`].
+    pub fn set_polling(&self, spin: Duration, budget: Duration) {
+        let spin = spin.min(MAX_POLL_BUDGET);
+        let budget = budget.clamp(spin, MAX_POLL_BUDGET);
+        // Relaxed: tuning values read at the start of each wait; no data depends on them.
+        self.inner
+            .spin_ns
+            .store(duration_ns(spin), Ordering::Relaxed);
         self.inner
             .poll_budget_ns
             .store(duration_ns(budget), Ordering::Relaxed);
     }
 
-    /// The budget [`Interface::set_poll_budget`] set (by default [`InterfaceConfig::spin`]).
-    pub fn poll_budget(&self) -> Duration {
-        // Relaxed: see `set_poll_budget`.
-        Duration::from_nanos(self.inner.poll_budget_ns.load(Ordering::Relaxed))
+    /// The spin and the poll budget in force (see [`Interface::set_polling`]).
+    pub fn polling(&self) -> (Duration, Duration) {
+        // Relaxed: see `set_polling`.
+        let load = |a: &AtomicU64| Duration::from_nanos(a.load(Ordering::Relaxed));
+        (load(&self.inner.spin_ns), load(&self.inner.poll_budget_ns))
     }
 
     /// Opens the NI of `kind` on this interface.

@@ -680,20 +680,28 @@ fn four_threads_share_one_interface() {
 }
 
 #[test]
-fn poll_budget_is_clamped_and_a_polling_wait_still_ends_at_its_deadline() {
+fn polling_is_clamped_and_a_polling_wait_still_ends_at_its_deadline() {
     use rgasnet_portals::interface::MAX_POLL_BUDGET;
     use rgasnet_portals::udp::DEFAULT_SPIN;
     let (a, b) = (open(), open());
     let iface = a.interface();
     assert_eq!(
-        iface.poll_budget(),
-        DEFAULT_SPIN,
-        "the default budget is the spin"
+        iface.polling(),
+        (DEFAULT_SPIN, DEFAULT_SPIN),
+        "by default the budget is the spin"
     );
-    iface.set_poll_budget(Duration::ZERO);
-    assert_eq!(iface.poll_budget(), DEFAULT_SPIN, "never below the spin");
-    iface.set_poll_budget(Duration::from_secs(3600));
-    assert_eq!(iface.poll_budget(), MAX_POLL_BUDGET, "cut to the maximum");
+    iface.set_polling(DEFAULT_SPIN, Duration::ZERO);
+    assert_eq!(
+        iface.polling(),
+        (DEFAULT_SPIN, DEFAULT_SPIN),
+        "never below the spin"
+    );
+    iface.set_polling(Duration::ZERO, Duration::from_secs(3600));
+    assert_eq!(
+        iface.polling(),
+        (Duration::ZERO, MAX_POLL_BUDGET),
+        "cut to the maximum"
+    );
 
     // A wait that polls (budget far beyond its timeout) returns at its deadline.
     let t = Instant::now();
@@ -708,7 +716,7 @@ fn poll_budget_is_clamped_and_a_polling_wait_still_ends_at_its_deadline() {
     );
 
     // Traffic still flows while the initiator polls instead of sleeping: a put and its ACK.
-    iface.set_poll_budget(Duration::from_millis(1));
+    iface.set_polling(Duration::ZERO, Duration::from_millis(1));
     let _p = Progress::start(b.interface());
     let tmem = Region::new(64);
     let _teq = target(&b, &tmem, MeOptions::OP_PUT);

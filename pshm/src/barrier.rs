@@ -137,7 +137,8 @@ mod tests {
                         assert!(w.b().wait(
                             t,
                             WaitPolicy {
-                                spin: Duration::ZERO
+                                spin: Duration::ZERO,
+                                yield_cpu: false,
                             },
                             Duration::from_secs(60)
                         ));
