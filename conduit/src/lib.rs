@@ -36,6 +36,7 @@ pub mod handlers;
 mod internal;
 pub mod matchbits;
 mod net;
+mod node_barrier;
 mod payload;
 mod recv;
 mod scratch;
@@ -53,6 +54,7 @@ pub use client::{
 pub use error::{AmError, AttachError, InitError};
 pub use finish::LINGER_QUIET;
 pub use handlers::{Category, Handler, RegisterError};
+pub use node_barrier::NodeBarrierTicket;
 pub use recv::in_handler;
 pub use rgasnet_pshm::MappedSegment;
 pub use stall::StallClock;

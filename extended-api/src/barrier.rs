@@ -10,7 +10,9 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use rgasnet::NodeBarrierTicket;
 
 use rgasnet::AmError;
 
@@ -27,6 +29,14 @@ bitflags::bitflags! {
         const MISMATCH = 2;
     }
 }
+
+/// Bits of the epoch a node-barrier value carries (see [`Value::pack`]): enough to tell this
+/// barrier from the one before (which is all a rank can be behind).
+const NODE_EPOCH_BITS: u32 = 30;
+const NODE_EPOCH_MASK: u32 = (1 << NODE_EPOCH_BITS) - 1;
+/// Longest sleep of a node-barrier wait between looks at its messages (see
+/// [`rgasnet::Client::node_barrier_pause`]): an AM that arrives meanwhile waits this long.
+const NODE_NAP: Duration = Duration::from_micros(200);
 
 /// Most rounds: enough for 2^32 ranks.
 const MAX_ROUNDS: usize = 32;
@@ -67,6 +77,19 @@ impl Value {
         (self.named.unwrap_or(0), bits)
     }
 
+    /// The value with its barrier's epoch as one word of the node barrier (`epoch` cut to
+    /// [`NODE_EPOCH_BITS`]): id, then the two flag bits, then the epoch.
+    fn pack(self, epoch: u32) -> u64 {
+        let (id, bits) = self.encode();
+        u64::from(id) | u64::from(bits) << 32 | u64::from(epoch & NODE_EPOCH_MASK) << 34
+    }
+
+    /// [`Value::pack`] undone: the value and its epoch (cut to [`NODE_EPOCH_BITS`]).
+    fn unpack(word: u64) -> (Value, u32) {
+        let v = Value::decode(word as u32, (word >> 32) as u32 & 3);
+        (v, (word >> 34) as u32 & NODE_EPOCH_MASK)
+    }
+
     fn decode(id: u32, bits: u32) -> Value {
         Value {
             named: (bits & BIT_NAMED != 0).then_some(id),
@@ -85,6 +108,8 @@ struct Active {
     acc: Value,
     /// Rounds whose incoming value has been merged.
     round: u32,
+    /// The arrival at the node barrier, when it spans the job (then no messages are sent).
+    node: Option<NodeBarrierTicket>,
 }
 
 struct Phase {
@@ -245,14 +270,24 @@ impl Barrier {
         }
         ph.epoch = ph.epoch.wrapping_add(1);
         let acc = Value::new(id, flags);
+        // Every rank of the job on this memory node: one shared counter, the values with it.
+        let node = if self.rounds == 0 {
+            None
+        } else {
+            core.client.node_barrier_arrive(acc.pack(ph.epoch))
+        };
         ph.active = Some(Active {
             id,
             flags,
             acc,
             round: 0,
+            node,
         });
         if self.rounds == 0 {
             self.complete.store(ph.epoch, Ordering::Release);
+            return Ok(());
+        }
+        if node.is_some() {
             return Ok(());
         }
         let epoch = ph.epoch;
@@ -283,6 +318,107 @@ impl Barrier {
             });
         }
         Ok(ph.epoch)
+    }
+
+    /// The node-barrier arrival of the barrier in progress, if it uses the node barrier.
+    fn node_ticket(&self) -> Option<NodeBarrierTicket> {
+        lock(&self.phase).active.as_ref()?.node
+    }
+
+    /// Completes the node barrier of `ticket` (epoch `epoch`) if every rank has arrived:
+    /// merges every rank's value and marks the epoch complete. Returns whether it did.
+    fn node_complete(&self, core: &Core, epoch: u32, ticket: NodeBarrierTicket) -> bool {
+        let client = &core.client;
+        if !client.node_barrier_done(ticket) {
+            return false;
+        }
+        let mut ph = lock(&self.phase);
+        let Some(a) = ph.active.as_mut() else {
+            return false;
+        };
+        for rank in 0..self.size {
+            let Some((v, e)) = client.node_barrier_value(ticket, rank).map(Value::unpack) else {
+                continue;
+            };
+            if e != epoch & NODE_EPOCH_MASK {
+                eprintln!(
+                    "rgasnet: fatal error on rank {}: rank {rank} arrived at barrier {e} while this rank is in barrier {} (ranks called different numbers of barriers)",
+                    self.rank,
+                    epoch & NODE_EPOCH_MASK
+                );
+                client.exit(1)
+            }
+            a.acc = a.acc.merge(v);
+        }
+        self.complete.store(epoch, Ordering::Release);
+        true
+    }
+
+    /// A rank that ended its program without arriving at the node barrier of `ticket`: it
+    /// never will (what it wrote before it ended is visible once its end is).
+    fn node_absent(&self, core: &Core, epoch: u32, ticket: NodeBarrierTicket) -> Option<u32> {
+        (0..self.size).find(|&r| {
+            r != self.rank
+                && core.client.has_ended(r)
+                && core
+                    .client
+                    .node_barrier_value(ticket, r)
+                    .is_none_or(|w| Value::unpack(w).1 != epoch & NODE_EPOCH_MASK)
+        })
+    }
+
+    /// Waits for the node barrier of `ticket`, running AM handlers meanwhile; fails naming a
+    /// rank that ended its program without arriving.
+    fn node_wait(
+        &self,
+        core: &Core,
+        call: &'static str,
+        epoch: u32,
+        ticket: NodeBarrierTicket,
+    ) -> Result<(), ExtError> {
+        let client = &core.client;
+        let limit = client.config().stall_warning_secs;
+        let mut clock = rgasnet::StallClock::new(limit);
+        let mut since = Instant::now();
+        let mut looks: u32 = 0;
+        while !self.node_complete(core, epoch, ticket) {
+            if client.shm_pending() {
+                // Handlers run in every wait; their traffic restarts the spin.
+                if client.poll().map_err(|e| ExtError::from_am(call, e))? > 0 {
+                    since = Instant::now();
+                }
+            }
+            if client.node_barrier_pause(ticket, since, NODE_NAP) {
+                continue;
+            }
+            if let Some(waited) = clock.check() {
+                let missing: Vec<String> = (0..self.size)
+                    .filter(|&r| {
+                        client
+                            .node_barrier_value(ticket, r)
+                            .is_none_or(|w| Value::unpack(w).1 != epoch & NODE_EPOCH_MASK)
+                    })
+                    .map(|r| r.to_string())
+                    .collect();
+                self.warn_stall_with(
+                    call,
+                    waited,
+                    limit,
+                    epoch,
+                    &format!(
+                        "the shared-memory barrier: no word yet from rank {}",
+                        missing.join(", ")
+                    ),
+                );
+            }
+            looks = looks.wrapping_add(1);
+            if looks % LOOKS_PER_PARTNER_CHECK == 0 {
+                if let Some(rank) = self.node_absent(core, epoch, ticket) {
+                    return Err(ExtError::BarrierPeerLeft { call, rank, epoch });
+                }
+            }
+        }
+        Ok(())
     }
 
     fn is_complete(&self, epoch: u32) -> bool {
@@ -316,6 +452,19 @@ impl Barrier {
             ),
             _ => "its last round".to_string(),
         };
+        self.warn_stall_with(call, waited, limit, epoch, &waiting_for);
+    }
+
+    /// The stall warning, waiting for what `waiting_for` says.
+    #[cold]
+    fn warn_stall_with(
+        &self,
+        call: &'static str,
+        waited: Duration,
+        limit: u64,
+        epoch: u32,
+        waiting_for: &str,
+    ) {
         eprintln!(
             "rgasnet: warning: rank {}: {call} has waited {:.0} s in barrier {epoch} ({waiting_for}). Every rank must call the barrier (and the same number of barriers) for it to complete; still waiting. RGASNET_STALL_WARNING={limit} sets when this is said (0: never).",
             self.rank,
@@ -348,6 +497,11 @@ impl Extended {
         let call = "barrier_wait";
         let b = &self.sh.core.barrier;
         let epoch = b.check(call, id, flags)?;
+        if let Some(ticket) = b.node_ticket() {
+            crate::explicit::not_in_handler(call)?;
+            b.node_wait(&self.sh.core, call, epoch, ticket)?;
+            return b.finish(call);
+        }
         // A barrier that takes long says so once (RGASNET_STALL_WARNING); the clock costs a
         // fast barrier nothing (reading it once per barrier cost the 2-rank barrier 3 %).
         let limit = self.sh.core.client.config().stall_warning_secs;
@@ -400,6 +554,18 @@ impl Extended {
         let call = "barrier_try";
         let b = &self.sh.core.barrier;
         let epoch = b.check(call, id, flags)?;
+        if let Some(ticket) = b.node_ticket() {
+            crate::explicit::not_in_handler(call)?;
+            self.sh
+                .core
+                .client
+                .poll()
+                .map_err(|e| ExtError::from_am(call, e))?;
+            if !b.node_complete(&self.sh.core, epoch, ticket) {
+                return Ok(false);
+            }
+            return b.finish(call).map(|()| true);
+        }
         self.sh
             .wait_until(call, Some(std::time::Duration::ZERO), |_, _| {
                 Ok(b.is_complete(epoch))

@@ -50,6 +50,24 @@ impl BarrierWords<'_> {
         BarrierTicket { generation }
     }
 
+    /// Which of the two value slots a barrier's arrivals use (`layout::W_BARRIER_VALUE`).
+    pub(crate) fn parity(ticket: BarrierTicket) -> usize {
+        (ticket.generation & 1) as usize
+    }
+
+    /// Sleeps on the generation for at most `timeout` unless the barrier of `ticket` has
+    /// completed; returns whether it has.
+    pub(crate) fn sleep(&self, ticket: BarrierTicket, timeout: Duration) -> bool {
+        // SeqCst: Dekker with the last arriver's bump and `sleepers` load (see `arrive`).
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        if self.generation.load(Ordering::SeqCst) == ticket.generation {
+            futex_wait(self.generation, ticket.generation, timeout);
+        }
+        // Relaxed: only the count matters to the waker, and a stale one costs a syscall.
+        self.sleepers.fetch_sub(1, Ordering::Relaxed);
+        self.done(ticket)
+    }
+
     /// Whether the barrier of `ticket` has completed (every member arrived).
     pub(crate) fn done(&self, ticket: BarrierTicket) -> bool {
         // Acquire: completion makes every member's writes before its arrival visible.
@@ -73,12 +91,7 @@ impl BarrierWords<'_> {
             if now >= deadline {
                 return self.done(ticket);
             }
-            self.sleepers.fetch_add(1, Ordering::SeqCst);
-            if self.generation.load(Ordering::SeqCst) == ticket.generation {
-                futex_wait(self.generation, ticket.generation, deadline - now);
-            }
-            self.sleepers.fetch_sub(1, Ordering::Relaxed);
-            if self.done(ticket) {
+            if self.sleep(ticket, deadline - now) {
                 return true;
             }
         }

@@ -48,6 +48,10 @@ pub(crate) const W_REP_TAIL: usize = 56;
 pub(crate) const W_REP_HEAD: usize = 64;
 /// Non-zero once the rank has ended its program ([`crate::Node::mark_left`]).
 pub(crate) const W_LEFT: usize = 72;
+/// The value this rank brought to the node barrier ([`crate::Node::barrier_arrive_with`]), by
+/// the parity of the barrier's generation: a rank can be one barrier ahead of a peer that is
+/// still reading the values of the last one, never two.
+pub(crate) const W_BARRIER_VALUE: [usize; 2] = [80, 88];
 
 /// Cells that the largest record needs (header, 16 args, maximal Medium payload).
 pub(crate) const MAX_RECORD_CELLS: usize =
@@ -140,6 +144,8 @@ mod tests {
             W_REP_TAIL,
             W_REP_HEAD,
             W_LEFT,
+            W_BARRIER_VALUE[0],
+            W_BARRIER_VALUE[1],
         ];
         let mut lines: Vec<usize> = hot.iter().map(|w| w / 8).collect();
         lines.push(W_MAGIC / 8);

@@ -375,6 +375,60 @@ impl Node {
         self.barrier_words().arrive(self.members.len() as u32)
     }
 
+    /// [`Node::barrier_arrive`] bringing `value`, which every member can read once the
+    /// barrier completed ([`Node::barrier_value`]): a barrier that agrees on something (a
+    /// name, a flag) in one step.
+    pub fn barrier_arrive_with(&self, value: u64) -> BarrierTicket {
+        let b = self.barrier_words();
+        // Acquire: as in `BarrierWords::arrive`, which reads the generation again (the same
+        // value: it cannot move before this rank arrives).
+        let parity = (b.generation.load(Ordering::Acquire) & 1) as usize;
+        if let Some(word) = self.peers[self.own]
+            .mapping
+            .words()
+            .get(layout::W_BARRIER_VALUE[parity])
+        {
+            // Relaxed: published by the arrival's AcqRel increment, which the completing
+            // bump releases to every member (see the barrier module).
+            word.store(value, Ordering::Relaxed);
+        }
+        b.arrive(self.members.len() as u32)
+    }
+
+    /// The value member `index` (its position in the sorted member list) brought to the
+    /// completed barrier of `ticket`; `None` for an index outside the supernode. Only
+    /// meaningful once [`Node::barrier_done`] said so, and until this rank arrives again.
+    pub fn barrier_value(&self, ticket: BarrierTicket, index: usize) -> Option<u64> {
+        let word = self
+            .peers
+            .get(index)?
+            .mapping
+            .words()
+            .get(layout::W_BARRIER_VALUE[BarrierWords::parity(ticket)])?;
+        // Relaxed: ordered by the Acquire load of the generation that saw completion.
+        Some(word.load(Ordering::Relaxed))
+    }
+
+    /// One step of waiting for the barrier of `ticket` that keeps the caller in control (it
+    /// has messages to poll between steps): within `policy.spin` of `since`, a spin hint (or a
+    /// yield of the CPU, on a crowded host); after it, a sleep on the barrier of at most
+    /// `nap`. Returns whether the barrier completed.
+    pub fn barrier_pause(&self, ticket: BarrierTicket, since: Instant, nap: Duration) -> bool {
+        let b = self.barrier_words();
+        if b.done(ticket) {
+            return true;
+        }
+        if since.elapsed() < self.wait.spin {
+            if self.wait.yield_cpu {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+            return b.done(ticket);
+        }
+        b.sleep(ticket, nap)
+    }
+
     /// Whether every member has arrived at the barrier of `ticket`.
     pub fn barrier_done(&self, ticket: BarrierTicket) -> bool {
         self.barrier_words().done(ticket)

@@ -1,0 +1,69 @@
+//! The node barrier as a barrier of the whole job: when every rank shares this rank's memory
+//! node, one shared counter (`rgasnet-pshm`'s node barrier) replaces the rounds of messages of
+//! a dissemination barrier, and each rank's barrier value (a name, a mismatch flag) travels
+//! with its arrival, so that every rank can merge all of them once the barrier completes.
+//! On a host with more ranks than CPUs the waiters yield the CPU to the ranks still to arrive
+//! (see [`crate::config::WaitPoll`]).
+
+use std::time::{Duration, Instant};
+
+use rgasnet_pshm::BarrierTicket;
+
+use crate::client::Client;
+use crate::shm::Shm;
+
+/// An arrival at the job-wide node barrier ([`Client::node_barrier_arrive`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a barrier arrival must be waited for"]
+pub struct NodeBarrierTicket(BarrierTicket);
+
+impl Client {
+    fn job_node(&self) -> Option<&Shm> {
+        let shm = self.inner.attached.get()?.shm.as_ref()?;
+        // Every rank of the job in this one supernode (which has at least two members).
+        (self.inner.supernode.len() == self.inner.size as usize).then_some(shm)
+    }
+
+    /// Whether the node barrier spans the whole job: every rank shares this rank's memory
+    /// node (after attach, with shared memory on). A barrier layer may then use
+    /// [`Client::node_barrier_arrive`] instead of messages.
+    pub fn node_barrier_spans_job(&self) -> bool {
+        self.job_node().is_some()
+    }
+
+    /// Arrives at the job-wide node barrier with `value`; `None` if it does not span the job
+    /// ([`Client::node_barrier_spans_job`]). Every rank must arrive at every barrier.
+    pub fn node_barrier_arrive(&self, value: u64) -> Option<NodeBarrierTicket> {
+        Some(NodeBarrierTicket(
+            self.job_node()?.node.barrier_arrive_with(value),
+        ))
+    }
+
+    /// Whether every rank has arrived at the barrier of `ticket`.
+    pub fn node_barrier_done(&self, ticket: NodeBarrierTicket) -> bool {
+        self.job_node()
+            .is_some_and(|shm| shm.node.barrier_done(ticket.0))
+    }
+
+    /// One step of waiting for the barrier of `ticket` (see `rgasnet_pshm::Node::barrier_pause`):
+    /// spins or yields until the poll budget since `since` has passed, then sleeps at most
+    /// `nap` on the barrier. Returns whether it completed.
+    pub fn node_barrier_pause(
+        &self,
+        ticket: NodeBarrierTicket,
+        since: Instant,
+        nap: Duration,
+    ) -> bool {
+        self.job_node()
+            .is_some_and(|shm| shm.node.barrier_pause(ticket.0, since, nap))
+    }
+
+    /// The value `rank` brought to the barrier of `ticket`: once it completed, this
+    /// barrier's; before, that rank's value of this barrier if it has arrived, else of an
+    /// earlier one (values should say which barrier they belong to). `None` for a rank
+    /// outside the job or without a node barrier.
+    pub fn node_barrier_value(&self, ticket: NodeBarrierTicket, rank: u32) -> Option<u64> {
+        // The node's members are the job's ranks, sorted: `rank` is its own index.
+        self.job_node()?.node.barrier_value(ticket.0, rank as usize)
+    }
+}
