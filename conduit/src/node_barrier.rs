@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use rgasnet_pshm::BarrierTicket;
+use rgasnet_pshm::{BarrierName, BarrierTicket};
 
 use crate::client::Client;
 use crate::shm::Shm;
@@ -31,12 +31,20 @@ impl Client {
         self.job_node().is_some()
     }
 
-    /// Arrives at the job-wide node barrier with `value`; `None` if it does not span the job
+    /// Arrives at the job-wide node barrier with a name to agree on and `value` (for
+    /// diagnostics, see [`Client::node_barrier_value`]); `None` if it does not span the job
     /// ([`Client::node_barrier_spans_job`]). Every rank must arrive at every barrier.
-    pub fn node_barrier_arrive(&self, value: u64) -> Option<NodeBarrierTicket> {
+    pub fn node_barrier_arrive(&self, name: BarrierName, value: u64) -> Option<NodeBarrierTicket> {
         Some(NodeBarrierTicket(
-            self.job_node()?.node.barrier_arrive_with(value),
+            self.job_node()?.node.barrier_arrive_with(name, value),
         ))
+    }
+
+    /// The name the arrivals at the completed barrier of `ticket` agreed on (see
+    /// `rgasnet_pshm::BarrierName`); only meaningful once [`Client::node_barrier_done`] said so.
+    pub fn node_barrier_name(&self, ticket: NodeBarrierTicket) -> BarrierName {
+        self.job_node()
+            .map_or_else(BarrierName::default, |shm| shm.node.barrier_name(ticket.0))
     }
 
     /// Whether every rank has arrived at the barrier of `ticket`.

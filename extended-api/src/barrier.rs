@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rgasnet::NodeBarrierTicket;
+use rgasnet::{BarrierName, NodeBarrierTicket};
 
 use rgasnet::AmError;
 
@@ -82,6 +82,14 @@ impl Value {
     fn pack(self, epoch: u32) -> u64 {
         let (id, bits) = self.encode();
         u64::from(id) | u64::from(bits) << 32 | u64::from(epoch & NODE_EPOCH_MASK) << 34
+    }
+
+    /// The value as the node barrier merges it.
+    fn node_name(self) -> BarrierName {
+        BarrierName {
+            name: self.named,
+            mismatch: self.mismatch,
+        }
     }
 
     /// [`Value::pack`] undone: the value and its epoch (cut to [`NODE_EPOCH_BITS`]).
@@ -274,7 +282,8 @@ impl Barrier {
         let node = if self.rounds == 0 {
             None
         } else {
-            core.client.node_barrier_arrive(acc.pack(ph.epoch))
+            core.client
+                .node_barrier_arrive(acc.node_name(), acc.pack(ph.epoch))
         };
         ph.active = Some(Active {
             id,
@@ -332,24 +341,15 @@ impl Barrier {
         if !client.node_barrier_done(ticket) {
             return false;
         }
+        let agreed = client.node_barrier_name(ticket);
         let mut ph = lock(&self.phase);
         let Some(a) = ph.active.as_mut() else {
             return false;
         };
-        for rank in 0..self.size {
-            let Some((v, e)) = client.node_barrier_value(ticket, rank).map(Value::unpack) else {
-                continue;
-            };
-            if e != epoch & NODE_EPOCH_MASK {
-                eprintln!(
-                    "rgasnet: fatal error on rank {}: rank {rank} arrived at barrier {e} while this rank is in barrier {} (ranks called different numbers of barriers)",
-                    self.rank,
-                    epoch & NODE_EPOCH_MASK
-                );
-                client.exit(1)
-            }
-            a.acc = a.acc.merge(v);
-        }
+        a.acc = a.acc.merge(Value {
+            named: agreed.name,
+            mismatch: agreed.mismatch,
+        });
         self.complete.store(epoch, Ordering::Release);
         true
     }

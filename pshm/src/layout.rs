@@ -40,6 +40,10 @@ pub(crate) const W_DOORBELL: usize = 8;
 pub(crate) const W_BARRIER_COUNT: usize = 16;
 /// Node barrier generation, the futex word (32-bit view only).
 pub(crate) const W_BARRIER_GEN: usize = 24;
+/// The name the node barrier's arrivals agreed on so far, by the parity of its generation
+/// (see `barrier::BarrierName`); on the generation's line, which a waiter fetches anyway when
+/// the barrier completes. Only the leader's object's are used.
+pub(crate) const W_BARRIER_NAME: [usize; 2] = [W_BARRIER_GEN + 1, W_BARRIER_GEN + 2];
 /// Number of barrier waiters asleep on the generation futex (32-bit view only).
 pub(crate) const W_BARRIER_SLEEPERS: usize = 32;
 pub(crate) const W_REQ_TAIL: usize = 40;
@@ -153,6 +157,8 @@ mod tests {
         lines.dedup();
         assert_eq!(lines.len(), hot.len() + 1, "hot words share a cache line");
         assert!(hot.iter().all(|&w| w * 8 < PAGE));
+        // The agreed names share the generation's line on purpose.
+        assert!(W_BARRIER_NAME.iter().all(|&w| w / 8 == W_BARRIER_GEN / 8));
         for w in [
             W_JOB_KEY,
             W_RANK,

@@ -50,7 +50,7 @@ mod queue;
 mod segment;
 mod wait;
 
-pub use barrier::BarrierTicket;
+pub use barrier::{BarrierName, BarrierTicket};
 pub use error::{BaselineError, HostError, RecvError, SendError, SetupError};
 pub use host::{host_id, Supernodes, BOOT_ID_PATH};
 pub use layout::MIN_QUEUE_CELLS;

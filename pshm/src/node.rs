@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use rgasnet_portals::Region;
 
-use crate::barrier::{BarrierTicket, BarrierWords};
+use crate::barrier::{BarrierName, BarrierTicket, BarrierWords};
 use crate::error::{RecvError, SendError, SetupError};
 use crate::layout::{self, Layout, MIN_QUEUE_CELLS};
 use crate::message::AmMessage;
@@ -367,18 +367,23 @@ impl Node {
             count: as_u32(&words[layout::W_BARRIER_COUNT]),
             generation: as_u32(&words[layout::W_BARRIER_GEN]),
             sleepers: as_u32(&words[layout::W_BARRIER_SLEEPERS]),
+            names: [
+                &words[layout::W_BARRIER_NAME[0]],
+                &words[layout::W_BARRIER_NAME[1]],
+            ],
         }
     }
 
     /// Arrives at the node barrier (split phase: poll with [`Node::barrier_done`]).
     pub fn barrier_arrive(&self) -> BarrierTicket {
-        self.barrier_words().arrive(self.members.len() as u32)
+        self.barrier_words()
+            .arrive(self.members.len() as u32, BarrierName::default())
     }
 
-    /// [`Node::barrier_arrive`] bringing `value`, which every member can read once the
-    /// barrier completed ([`Node::barrier_value`]): a barrier that agrees on something (a
-    /// name, a flag) in one step.
-    pub fn barrier_arrive_with(&self, value: u64) -> BarrierTicket {
+    /// [`Node::barrier_arrive`] bringing a name to agree on ([`Node::barrier_name`]) and
+    /// `value`, which every member can read ([`Node::barrier_value`]): for a barrier layer's
+    /// diagnostics (which members have arrived), not its outcome.
+    pub fn barrier_arrive_with(&self, name: BarrierName, value: u64) -> BarrierTicket {
         let b = self.barrier_words();
         // Acquire: as in `BarrierWords::arrive`, which reads the generation again (the same
         // value: it cannot move before this rank arrives).
@@ -392,7 +397,13 @@ impl Node {
             // bump releases to every member (see the barrier module).
             word.store(value, Ordering::Relaxed);
         }
-        b.arrive(self.members.len() as u32)
+        b.arrive(self.members.len() as u32, name)
+    }
+
+    /// The name the arrivals at the completed barrier of `ticket` agreed on. Only meaningful
+    /// once [`Node::barrier_done`] said so, and until this rank arrives again.
+    pub fn barrier_name(&self, ticket: BarrierTicket) -> BarrierName {
+        self.barrier_words().name(ticket)
     }
 
     /// The value member `index` (its position in the sorted member list) brought to the
