@@ -310,8 +310,14 @@ impl Barrier {
         self.advance_locked(core, "barrier_notify", &mut ph)
     }
 
-    /// Checks that a barrier is in progress with these arguments; returns its epoch.
-    fn check(&self, call: &'static str, id: u32, flags: BarrierFlags) -> Result<u32, ExtError> {
+    /// Checks that a barrier is in progress with these arguments; returns its epoch and its
+    /// node-barrier arrival, if it uses the node barrier.
+    fn check(
+        &self,
+        call: &'static str,
+        id: u32,
+        flags: BarrierFlags,
+    ) -> Result<(u32, Option<NodeBarrierTicket>), ExtError> {
         let ph = lock(&self.phase);
         let Some(a) = &ph.active else {
             return Err(ExtError::BarrierNotNotified { call });
@@ -326,32 +332,32 @@ impl Barrier {
                 wait_flags: flags.bits(),
             });
         }
-        Ok(ph.epoch)
+        Ok((ph.epoch, a.node))
     }
 
-    /// The node-barrier arrival of the barrier in progress, if it uses the node barrier.
-    fn node_ticket(&self) -> Option<NodeBarrierTicket> {
-        lock(&self.phase).active.as_ref()?.node
-    }
-
-    /// Completes the node barrier of `ticket` (epoch `epoch`) if every rank has arrived:
-    /// merges every rank's value and marks the epoch complete. Returns whether it did.
-    fn node_complete(&self, core: &Core, epoch: u32, ticket: NodeBarrierTicket) -> bool {
-        let client = &core.client;
-        if !client.node_barrier_done(ticket) {
-            return false;
-        }
-        let agreed = client.node_barrier_name(ticket);
+    /// Ends the completed node barrier of `ticket` and reports its outcome (as
+    /// [`Barrier::finish`]), from the name its arrivals agreed on: one lock, no message.
+    fn node_finish(
+        &self,
+        core: &Core,
+        call: &'static str,
+        ticket: NodeBarrierTicket,
+    ) -> Result<(), ExtError> {
+        let agreed = core.client.node_barrier_name(ticket);
         let mut ph = lock(&self.phase);
-        let Some(a) = ph.active.as_mut() else {
-            return false;
+        let epoch = ph.epoch;
+        let Some(a) = ph.active.take() else {
+            return Err(ExtError::BarrierNotNotified { call });
         };
-        a.acc = a.acc.merge(Value {
+        self.complete.store(epoch, Ordering::Release);
+        let outcome = a.acc.merge(Value {
             named: agreed.name,
             mismatch: agreed.mismatch,
         });
-        self.complete.store(epoch, Ordering::Release);
-        true
+        if outcome.mismatch {
+            return Err(ExtError::BarrierMismatch { call });
+        }
+        Ok(())
     }
 
     /// A rank that ended its program without arriving at the node barrier of `ticket`: it
@@ -381,7 +387,7 @@ impl Barrier {
         let mut clock = rgasnet::StallClock::new(limit);
         let mut since = Instant::now();
         let mut looks: u32 = 0;
-        while !self.node_complete(core, epoch, ticket) {
+        while !client.node_barrier_done(ticket) {
             if client.shm_pending() {
                 // Handlers run in every wait; their traffic restarts the spin.
                 if client.poll().map_err(|e| ExtError::from_am(call, e))? > 0 {
@@ -496,11 +502,11 @@ impl Extended {
     pub fn barrier_wait(&self, id: u32, flags: BarrierFlags) -> Result<(), ExtError> {
         let call = "barrier_wait";
         let b = &self.sh.core.barrier;
-        let epoch = b.check(call, id, flags)?;
-        if let Some(ticket) = b.node_ticket() {
+        let (epoch, node) = b.check(call, id, flags)?;
+        if let Some(ticket) = node {
             crate::explicit::not_in_handler(call)?;
             b.node_wait(&self.sh.core, call, epoch, ticket)?;
-            return b.finish(call);
+            return b.node_finish(&self.sh.core, call, ticket);
         }
         // A barrier that takes long says so once (RGASNET_STALL_WARNING); the clock costs a
         // fast barrier nothing (reading it once per barrier cost the 2-rank barrier 3 %).
@@ -553,18 +559,15 @@ impl Extended {
     pub fn barrier_try(&self, id: u32, flags: BarrierFlags) -> Result<bool, ExtError> {
         let call = "barrier_try";
         let b = &self.sh.core.barrier;
-        let epoch = b.check(call, id, flags)?;
-        if let Some(ticket) = b.node_ticket() {
+        let (epoch, node) = b.check(call, id, flags)?;
+        if let Some(ticket) = node {
             crate::explicit::not_in_handler(call)?;
-            self.sh
-                .core
-                .client
-                .poll()
-                .map_err(|e| ExtError::from_am(call, e))?;
-            if !b.node_complete(&self.sh.core, epoch, ticket) {
+            let client = &self.sh.core.client;
+            client.poll().map_err(|e| ExtError::from_am(call, e))?;
+            if !client.node_barrier_done(ticket) {
                 return Ok(false);
             }
-            return b.finish(call).map(|()| true);
+            return b.node_finish(&self.sh.core, call, ticket).map(|()| true);
         }
         self.sh
             .wait_until(call, Some(std::time::Duration::ZERO), |_, _| {
