@@ -1,7 +1,8 @@
 //! The node barrier as a barrier of the whole job: when every rank shares this rank's memory
 //! node, one shared counter (`rgasnet-pshm`'s node barrier) replaces the rounds of messages of
-//! a dissemination barrier, and each rank's barrier value (a name, a mismatch flag) travels
-//! with its arrival, so that every rank can merge all of them once the barrier completes.
+//! a dissemination barrier. Each arrival merges its barrier name into one shared word (the
+//! outcome every rank reads once the barrier completes) and leaves a value of its own (which
+//! barrier it arrived at) for diagnostics.
 //! On a host with more ranks than CPUs the waiters yield the CPU to the ranks still to arrive
 //! (see [`crate::config::WaitPoll`]).
 
@@ -24,16 +25,10 @@ impl Client {
         (self.inner.supernode.len() == self.inner.size as usize).then_some(shm)
     }
 
-    /// Whether the node barrier spans the whole job: every rank shares this rank's memory
-    /// node (after attach, with shared memory on). A barrier layer may then use
-    /// [`Client::node_barrier_arrive`] instead of messages.
-    pub fn node_barrier_spans_job(&self) -> bool {
-        self.job_node().is_some()
-    }
-
     /// Arrives at the job-wide node barrier with a name to agree on and `value` (for
-    /// diagnostics, see [`Client::node_barrier_value`]); `None` if it does not span the job
-    /// ([`Client::node_barrier_spans_job`]). Every rank must arrive at every barrier.
+    /// diagnostics, see [`Client::node_barrier_value`]); `None` unless every rank of the job
+    /// shares this rank's memory node (after attach, with shared memory on), in which case
+    /// every rank must arrive at every barrier.
     pub fn node_barrier_arrive(&self, name: BarrierName, value: u64) -> Option<NodeBarrierTicket> {
         Some(NodeBarrierTicket(
             self.job_node()?.node.barrier_arrive_with(name, value),

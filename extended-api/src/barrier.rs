@@ -30,10 +30,6 @@ bitflags::bitflags! {
     }
 }
 
-/// Bits of the epoch a node-barrier value carries (see [`Value::pack`]): enough to tell this
-/// barrier from the one before (which is all a rank can be behind).
-const NODE_EPOCH_BITS: u32 = 30;
-const NODE_EPOCH_MASK: u32 = (1 << NODE_EPOCH_BITS) - 1;
 /// Longest sleep of a node-barrier wait between looks at its messages (see
 /// [`rgasnet::Client::node_barrier_pause`]): an AM that arrives meanwhile waits this long.
 const NODE_NAP: Duration = Duration::from_micros(200);
@@ -77,25 +73,12 @@ impl Value {
         (self.named.unwrap_or(0), bits)
     }
 
-    /// The value with its barrier's epoch as one word of the node barrier (`epoch` cut to
-    /// [`NODE_EPOCH_BITS`]): id, then the two flag bits, then the epoch.
-    fn pack(self, epoch: u32) -> u64 {
-        let (id, bits) = self.encode();
-        u64::from(id) | u64::from(bits) << 32 | u64::from(epoch & NODE_EPOCH_MASK) << 34
-    }
-
     /// The value as the node barrier merges it.
     fn node_name(self) -> BarrierName {
         BarrierName {
             name: self.named,
             mismatch: self.mismatch,
         }
-    }
-
-    /// [`Value::pack`] undone: the value and its epoch (cut to [`NODE_EPOCH_BITS`]).
-    fn unpack(word: u64) -> (Value, u32) {
-        let v = Value::decode(word as u32, (word >> 32) as u32 & 3);
-        (v, (word >> 34) as u32 & NODE_EPOCH_MASK)
     }
 
     fn decode(id: u32, bits: u32) -> Value {
@@ -283,7 +266,7 @@ impl Barrier {
             None
         } else {
             core.client
-                .node_barrier_arrive(acc.node_name(), acc.pack(ph.epoch))
+                .node_barrier_arrive(acc.node_name(), u64::from(ph.epoch))
         };
         ph.active = Some(Active {
             id,
@@ -360,16 +343,19 @@ impl Barrier {
         Ok(())
     }
 
+    /// Whether `rank` has arrived at the node barrier of `ticket` (epoch `epoch`): each rank
+    /// brings its epoch as the barrier's value. A hint while the barrier is incomplete.
+    fn node_arrived(core: &Core, ticket: NodeBarrierTicket, epoch: u32, rank: u32) -> bool {
+        core.client.node_barrier_value(ticket, rank) == Some(u64::from(epoch))
+    }
+
     /// A rank that ended its program without arriving at the node barrier of `ticket`: it
     /// never will (what it wrote before it ended is visible once its end is).
     fn node_absent(&self, core: &Core, epoch: u32, ticket: NodeBarrierTicket) -> Option<u32> {
         (0..self.size).find(|&r| {
             r != self.rank
                 && core.client.has_ended(r)
-                && core
-                    .client
-                    .node_barrier_value(ticket, r)
-                    .is_none_or(|w| Value::unpack(w).1 != epoch & NODE_EPOCH_MASK)
+                && !Self::node_arrived(core, ticket, epoch, r)
         })
     }
 
@@ -399,11 +385,7 @@ impl Barrier {
             }
             if let Some(waited) = clock.check() {
                 let missing: Vec<String> = (0..self.size)
-                    .filter(|&r| {
-                        client
-                            .node_barrier_value(ticket, r)
-                            .is_none_or(|w| Value::unpack(w).1 != epoch & NODE_EPOCH_MASK)
-                    })
+                    .filter(|&r| !Self::node_arrived(core, ticket, epoch, r))
                     .map(|r| r.to_string())
                     .collect();
                 self.warn_stall_with(

@@ -407,8 +407,11 @@ impl Node {
     }
 
     /// The value member `index` (its position in the sorted member list) brought to the
-    /// completed barrier of `ticket`; `None` for an index outside the supernode. Only
-    /// meaningful once [`Node::barrier_done`] said so, and until this rank arrives again.
+    /// barrier of `ticket`, or, while that member has not arrived yet, to the barrier two
+    /// before (the slots alternate by generation parity); `None` for an index outside the
+    /// supernode. Exact once [`Node::barrier_done`] said so (until this rank arrives again);
+    /// before that a hint, which is why a barrier layer's values say which barrier they are
+    /// of.
     pub fn barrier_value(&self, ticket: BarrierTicket, index: usize) -> Option<u64> {
         let word = self
             .peers
