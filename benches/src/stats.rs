@@ -18,6 +18,18 @@ pub fn median_duration(v: &[Duration]) -> Option<Duration> {
     s.get(s.len() / 2).copied()
 }
 
+/// The `q`-quantiles (each in `0.0..=1.0`, nearest rank) of `v`; empty for an empty `v`.
+pub fn quantiles(v: &[Duration], qs: &[f64]) -> Vec<Duration> {
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    let Some(last) = s.len().checked_sub(1) else {
+        return Vec::new();
+    };
+    qs.iter()
+        .map(|q| s[((last as f64 * q.clamp(0.0, 1.0)).round() as usize).min(last)])
+        .collect()
+}
+
 /// Median with the range it came from.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Spread {
@@ -96,6 +108,18 @@ pub fn iters_for(size: usize, iters: u64, byte_budget: u64, min_iters: u64) -> u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quantiles_pick_nearest_ranks() {
+        let v: Vec<Duration> = (1..=100).rev().map(Duration::from_micros).collect();
+        let q = quantiles(&v, &[0.0, 0.5, 0.99, 1.0]);
+        assert_eq!(
+            q,
+            [1, 51, 99, 100].map(Duration::from_micros).to_vec(),
+            "sorted first, ranks rounded"
+        );
+        assert!(quantiles(&[], &[0.5]).is_empty());
+    }
 
     #[test]
     fn medians_and_spread() {

@@ -13,7 +13,7 @@ use clap::Parser;
 use rgasnet_bench::opts::CommonOpts;
 use rgasnet_bench::raw::{target_line, Goal};
 use rgasnet_bench::record::Kind;
-use rgasnet_bench::stats::{iters_for, median_duration, size_sweep};
+use rgasnet_bench::stats::{iters_for, median_duration, quantiles, size_sweep};
 use rgasnet_bench::xbench::{op, Xbench};
 use rgasnet_extended::ExtError;
 
@@ -30,6 +30,10 @@ const PSHM_PUT_NS: f64 = 5.0;
 struct Cli {
     #[command(flatten)]
     common: CommonOpts,
+    /// Also print, on standard error, the 50th, 90th, 99th and 99.9th percentiles and the mean
+    /// of the 8-byte operations' individual times (a wait's tail shows here, not in medians).
+    #[arg(long)]
+    percentiles: bool,
 }
 
 fn run() -> Result<()> {
@@ -100,6 +104,18 @@ fn run() -> Result<()> {
                         size,
                         total.as_secs_f64() * 1e9 / iters.max(1) as f64,
                     ));
+                    if cli.percentiles && !times.is_empty() {
+                        let q = quantiles(&times, &[0.5, 0.9, 0.99, 0.999]);
+                        let mean = times.iter().sum::<Duration>() / times.len() as u32;
+                        eprintln!(
+                            "percentiles: {figure} {size} byte us p50 {:.3} p90 {:.3} p99 {:.3} p99.9 {:.3} mean {:.3}",
+                            q[0].as_secs_f64() * 1e6,
+                            q[1].as_secs_f64() * 1e6,
+                            q[2].as_secs_f64() * 1e6,
+                            q[3].as_secs_f64() * 1e6,
+                            mean.as_secs_f64() * 1e6
+                        );
+                    }
                     if let Some(m) = median_duration(&times) {
                         medians.push((figure, size, m));
                     }
