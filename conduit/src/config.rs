@@ -42,6 +42,10 @@ pub const IFACE: &str = "RGASNET_IFACE";
 /// `RGASNET_WAIT_POLL_US`: microseconds a waiting call keeps polling after the last arrival
 /// before it sleeps in the kernel, or `auto` (the default, 1000; see [`WaitPoll`]).
 pub const WAIT_POLL_US: &str = "RGASNET_WAIT_POLL_US";
+/// `RGASNET_MTU`: the link MTU the network engine sizes its datagrams for, instead of the
+/// bound interface's (a tunnel's smaller path MTU; or a small MTU on loopback to exercise the
+/// segmented path).
+pub const MTU: &str = rgasnet_portals::udp::ENV_MTU;
 /// `PTL_IFACE_NAME`: the Portals reference implementation's name for [`IFACE`].
 pub const PTL_IFACE_NAME: &str = "PTL_IFACE_NAME";
 
@@ -142,6 +146,19 @@ impl fmt::Display for WaitPoll {
     }
 }
 
+/// The link MTU setting: `None` for the bound interface's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mtu(pub Option<usize>);
+
+impl fmt::Display for Mtu {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(mtu) => write!(f, "{mtu}"),
+            None => write!(f, "(the interface's)"),
+        }
+    }
+}
+
 /// Every setting, parsed and checked.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -171,6 +188,8 @@ pub struct Config {
     pub iface: Option<String>,
     /// How long waits poll before they sleep.
     pub wait_poll: WaitPoll,
+    /// The link MTU to size datagrams for ([`MTU`]).
+    pub mtu: Mtu,
     report: Vec<(&'static str, String, Source)>,
 }
 
@@ -306,6 +325,16 @@ impl Config {
                 .map_err(|e| format!("{e} (microseconds), or `auto`"))?;
             Ok(WaitPoll::Micros(us as u32))
         })?;
+        let mtu = r.get(MTU, Mtu(None), |v| {
+            rgasnet_portals::udp::parse_mtu(Some(v))
+                .map(Mtu)
+                .map_err(|_| {
+                    format!(
+                        "expected the link MTU in bytes, {} to 65536",
+                        rgasnet_portals::udp::MIN_MTU
+                    )
+                })
+        })?;
         Ok(Config {
             am_buffer_size,
             am_num_entries,
@@ -320,6 +349,7 @@ impl Config {
             stall_warning_secs,
             iface,
             wait_poll,
+            mtu,
             report: r.report,
         })
     }
@@ -526,6 +556,12 @@ mod tests {
         assert_eq!(e.var, STALL_WARNING);
         let c = Config::from_source(&env(&[(STALL_WARNING, "0")])).unwrap();
         assert_eq!(c.stall_warning_secs, 0);
+        let e = Config::from_source(&env(&[(MTU, "100")])).unwrap_err();
+        assert_eq!((e.var, e.value.as_str()), (MTU, "100"));
+        assert!(e.reason.contains("576 to 65536"), "{e}");
+        let c = Config::from_source(&env(&[(MTU, "1500")])).unwrap();
+        assert_eq!(c.mtu, Mtu(Some(1500)));
+        assert_eq!(Config::from_source(&env(&[])).unwrap().mtu, Mtu(None));
     }
 
     #[test]

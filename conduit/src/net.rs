@@ -28,7 +28,7 @@ pub(crate) fn open_interface(config: &Config, boot: &Bootstrap) -> Result<Interf
     let bind_err = |e: rgasnet_portals::udp::UdpError| {
         rgasnet_portals::PtlError::arg("udp bind", e.to_string())
     };
-    let udp = match &config.iface {
+    let mut udp = match &config.iface {
         Some(_) => UdpConfig::from_lookup(|name| match name {
             crate::config::IFACE => config.iface.clone(),
             _ => None,
@@ -43,11 +43,12 @@ pub(crate) fn open_interface(config: &Config, boot: &Bootstrap) -> Result<Interf
             ..UdpConfig::default()
         },
     };
+    udp.mtu = config.mtu.0;
     let endpoint = UdpEndpoint::bind(&udp).map_err(bind_err)?;
     let transport = TransportConfig {
         job_key: boot.job_key(),
         peer_timeout: Duration::from_secs(config.peer_timeout_secs),
-        ..TransportConfig::default()
+        ..TransportConfig::for_datagram(endpoint.max_datagram())
     };
     let iface = Interface::new(
         InterfaceConfig {

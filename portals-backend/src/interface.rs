@@ -23,6 +23,7 @@ use crate::transport::{Transport, TransportConfig};
 use crate::types::{NiKind, NiLimits, PhysId, Uid};
 
 mod ni;
+mod train;
 pub use ni::Ni;
 
 /// How an interface is built.
@@ -85,6 +86,9 @@ struct State {
     stack: Stack,
     rx: Vec<u8>,
     tx: Vec<u8>,
+    /// Datagrams of the current transmit pass gathered for one system call, on a link that
+    /// sends trains ([`Link::sends_trains`]).
+    train: train::Train,
     /// Calls into the interface so far (under the lock, so a plain counter): the background
     /// thread acts only when it has not moved for a whole period.
     calls: u64,
@@ -155,6 +159,7 @@ impl Interface {
                     stack: Stack::new(engine, transport),
                     rx: vec![0u8; RECV_BUF],
                     tx: Vec::with_capacity(RECV_BUF),
+                    train: train::Train::new(),
                     calls: 0,
                     round_start: now,
                     last_received: now,
@@ -267,11 +272,15 @@ impl Interface {
 
     /// [`Interface::transmit`], taking a fragment of the `staged` span from its pieces.
     fn transmit_staged(&self, st: &mut State, now: Instant, staged: Option<&Staged<'_>>) {
-        let State { stack, tx, .. } = st;
+        let State {
+            stack, tx, train, ..
+        } = st;
         if !stack.transport.wants_transmit() {
             // The common case of an idle poll: spare the empty pass.
             return;
         }
+        let link = &*self.inner.link;
+        let trains = link.sends_trains();
         while let Some((dest, tail)) = stack.transport.poll_transmit_gather(now, tx) {
             let tail = match (tail, staged) {
                 (Tail::Span { span, from, len }, Some(s)) => {
@@ -279,8 +288,13 @@ impl Interface {
                 }
                 _ => tail,
             };
-            self.send_datagram(tx, tail, dest);
+            if trains {
+                train.push(link, tx, tail, dest);
+            } else {
+                self.send_datagram(tx, tail, dest);
+            }
         }
+        train.flush(link);
         // The pass ends by applying the acks it held back (see the transport's `settle`),
         // which may confirm deliveries: their operations complete now, while this pass's
         // datagrams are on their way, instead of in the round that receives the answer.
@@ -399,12 +413,23 @@ impl Interface {
                 // some (the transport's retransmission covers what the socket drops).
                 break;
             }
-            let Some((len, from)) = self.inner.link.recv(rx).map_err(io_err("progress"))? else {
+            let Some((len, from, seg)) =
+                self.inner.link.recv_train(rx).map_err(io_err("progress"))?
+            else {
                 break;
             };
             *received = true;
             got = true;
             *last_received = now;
+            if seg < len {
+                // A train the kernel coalesced: every datagram of it is handled before this
+                // round may end (none may be dropped on the floor), and `until` is asked
+                // until it first holds.
+                if let Some(v) = self.take_train(st, now, from, len, seg, transmit, until)? {
+                    return Ok(Some(v));
+                }
+                continue;
+            }
             let delivered = stack.transport.stats().messages_delivered;
             stack.handle_datagram(now, from, rx.get(..len).unwrap_or_default());
             let stats = stack.transport.stats();

@@ -54,6 +54,7 @@ pub mod transport;
 pub mod types;
 #[allow(unsafe_code)]
 pub mod udp;
+pub mod udp_offload;
 pub mod wire;
 
 pub use error::{PtlError, PtlResult};

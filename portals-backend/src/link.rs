@@ -30,6 +30,24 @@ pub trait Link: Send + Sync {
         tail.append_to(&mut joined);
         self.send_to(&joined, to)
     }
+    /// Whether [`Link::send_train`] saves system calls: the interface then gathers the
+    /// datagrams of a transmit pass to one peer into trains. No by default.
+    fn sends_trains(&self) -> bool {
+        false
+    }
+    /// Sends `train`, datagrams of `seg` bytes each (the last may be shorter), to `to`. The
+    /// default sends them one by one.
+    fn send_train(&self, train: &[u8], seg: usize, to: PhysId) -> io::Result<()> {
+        train
+            .chunks(seg.max(1))
+            .try_for_each(|datagram| self.send_to(datagram, to))
+    }
+    /// Receives one datagram, or a train of equal datagrams that arrived together (the last
+    /// may be shorter), without blocking: `(bytes, sender, bytes per datagram)`. The default
+    /// receives one datagram.
+    fn recv_train(&self, buf: &mut [u8]) -> io::Result<Option<(usize, PhysId, usize)>> {
+        Ok(self.recv(buf)?.map(|(n, from)| (n, from, n)))
+    }
 }
 
 impl Link for UdpEndpoint {
@@ -56,5 +74,14 @@ impl Link for UdpEndpoint {
             }
         };
         sent.map_err(io::Error::other)
+    }
+    fn sends_trains(&self) -> bool {
+        UdpEndpoint::sends_trains(self)
+    }
+    fn send_train(&self, train: &[u8], seg: usize, to: PhysId) -> io::Result<()> {
+        UdpEndpoint::send_train(self, train, seg, to).map_err(io::Error::other)
+    }
+    fn recv_train(&self, buf: &mut [u8]) -> io::Result<Option<(usize, PhysId, usize)>> {
+        UdpEndpoint::recv_train(self, buf).map_err(io::Error::other)
     }
 }

@@ -19,12 +19,17 @@ use nix::sys::time::TimeSpec;
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::memory::{OutOfBounds, RegionSpan};
+use crate::transport::MAX_UDP_PAYLOAD;
 use crate::types::PhysId;
 
 /// Environment variable naming the interface (name like `eth0`, or an IPv4 address).
 pub const ENV_IFACE: &str = "RGASNET_IFACE";
 /// The reference implementation's variable, honoured when [`ENV_IFACE`] is unset.
 pub const ENV_PTL_IFACE: &str = "PTL_IFACE_NAME";
+/// Environment variable overriding the MTU of the link (bytes of an IP packet), for paths
+/// whose MTU is below the interface's (tunnels, overlays) or to try the small-MTU path on
+/// loopback.
+pub const ENV_MTU: &str = "RGASNET_MTU";
 /// Spin budget of the default waiting strategy (see the module docs).
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(20);
 /// Socket buffer size asked for (the kernel may grant less: `net.core.[rw]mem_max`).
@@ -92,6 +97,8 @@ pub struct UdpConfig {
     pub port: u16,
     /// Send and receive buffer size to ask for.
     pub socket_buffer: usize,
+    /// The link MTU to assume instead of the bound interface's ([`ENV_MTU`]).
+    pub mtu: Option<usize>,
 }
 
 impl Default for UdpConfig {
@@ -100,6 +107,7 @@ impl Default for UdpConfig {
             addr: Ipv4Addr::LOCALHOST,
             port: 0,
             socket_buffer: DEFAULT_SOCKET_BUFFER,
+            mtu: None,
         }
     }
 }
@@ -121,7 +129,27 @@ impl UdpConfig {
                 break;
             }
         }
+        cfg.mtu = parse_mtu(lookup(ENV_MTU).as_deref())?;
         Ok(cfg)
+    }
+}
+
+/// The smallest MTU [`ENV_MTU`] accepts: IPv4's minimum.
+pub const MIN_MTU: usize = 576;
+
+/// Parses a value of [`ENV_MTU`] (`None`: unset).
+pub fn parse_mtu(value: Option<&str>) -> Result<Option<usize>, UdpError> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let max = 65_536;
+    match value.trim().parse::<usize>() {
+        Ok(mtu) if (MIN_MTU..=max).contains(&mtu) => Ok(Some(mtu)),
+        _ => Err(UdpError::BadIface {
+            var: ENV_MTU,
+            value: value.to_string(),
+            reason: format!("expected a link MTU in bytes, {MIN_MTU} to {max}"),
+        }),
     }
 }
 
@@ -190,6 +218,13 @@ pub struct UdpEndpoint {
     sock: UdpSocket,
     local: PhysId,
     local_addr: SocketAddrV4,
+    /// The largest datagram that leaves unfragmented (see [`UdpEndpoint::max_datagram`]).
+    max_datagram: usize,
+    /// Whether arriving datagrams may come coalesced (`UDP_GRO` is on).
+    gro: bool,
+    /// Whether sends may hand the kernel trains of segments (`UDP_SEGMENT`); cleared at the
+    /// first refusal. Relaxed: a hint, read and cleared with no data depending on it.
+    gso: std::sync::atomic::AtomicBool,
 }
 
 impl UdpEndpoint {
@@ -219,16 +254,93 @@ impl UdpEndpoint {
             SocketAddr::V4(a) => a,
             other => return Err(UdpError::NotIpv4(other)),
         };
+        let mtu = cfg
+            .mtu
+            .or_else(|| crate::udp_offload::interface_mtu(*local_addr.ip()));
+        let max_datagram = mtu.map_or(MAX_UDP_PAYLOAD, crate::udp_offload::datagram_for_mtu);
+        // Offload only where datagrams are smaller than the UDP limit: on loopback a datagram
+        // already carries 64 KiB, and a plain `recvfrom` costs less than `recvmsg`.
+        let small = max_datagram < MAX_UDP_PAYLOAD;
+        let gro = small && crate::udp_offload::enable_gro(sock.as_fd());
         Ok(UdpEndpoint {
             sock,
             local: PhysId::from_socket_addr(local_addr),
             local_addr,
+            max_datagram,
+            gro,
+            gso: std::sync::atomic::AtomicBool::new(small),
         })
     }
 
     /// This endpoint's id (address and port actually bound).
     pub fn local_id(&self) -> PhysId {
         self.local
+    }
+
+    /// The largest datagram (UDP payload) that crosses the bound interface's link without IP
+    /// fragmentation: its MTU (or [`UdpConfig::mtu`]) less the IPv4 and UDP headers, at most
+    /// the UDP limit. The transport's `max_datagram` should not exceed it.
+    pub fn max_datagram(&self) -> usize {
+        self.max_datagram
+    }
+
+    /// Whether sending trains of datagrams ([`UdpEndpoint::send_train`]) saves system calls
+    /// here: the link's datagrams are smaller than the UDP limit and the kernel has not
+    /// refused segmentation offload.
+    pub fn sends_trains(&self) -> bool {
+        self.gso.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sends `train`, datagrams of `seg` bytes each (the last may be shorter), to `dest`: in
+    /// one system call with UDP segmentation offload, else one datagram at a time. Waits out
+    /// a full send buffer like [`UdpEndpoint::send_to`].
+    pub fn send_train(&self, train: &[u8], seg: usize, dest: PhysId) -> Result<(), UdpError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if seg == 0 || train.len() <= seg {
+            return self.send_to(train, dest);
+        }
+        use crate::udp_offload::{MAX_SEGMENTS, MAX_TRAIN};
+        // One system call carries at most MAX_SEGMENTS datagrams and MAX_TRAIN bytes.
+        let per_call = (MAX_TRAIN / seg).clamp(1, MAX_SEGMENTS) * seg;
+        let mut rest = train;
+        if self.gso.load(Relaxed) {
+            let addr = dest.socket_addr().ok_or(UdpError::BadPeer(dest))?;
+            let fd = self.sock.as_raw_fd();
+            while !rest.is_empty() {
+                let (part, after) = rest.split_at(rest.len().min(per_call));
+                match self.send_retrying("sendmsg(UDP_SEGMENT)", addr, || {
+                    crate::udp_offload::send_train(fd, part, seg, addr)
+                }) {
+                    Ok(()) => rest = after,
+                    Err(UdpError::Socket { source, .. })
+                        if source.kind() == io::ErrorKind::Unsupported =>
+                    {
+                        tracing::debug!(%addr, "UDP segmentation offload refused: sending datagrams one by one");
+                        self.gso.store(false, Relaxed);
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        rest.chunks(seg)
+            .try_for_each(|datagram| self.send_to(datagram, dest))
+    }
+
+    /// Receives one datagram, or a train of datagrams the kernel coalesced (GRO), if any is
+    /// waiting: `(bytes, sender, bytes per datagram)`; `Ok(None)` when none is.
+    pub fn recv_train(&self, buf: &mut [u8]) -> Result<Option<(usize, PhysId, usize)>, UdpError> {
+        if !self.gro {
+            return Ok(self.recv(buf)?.map(|(n, from)| (n, from, n)));
+        }
+        match crate::udp_offload::recv_train(self.sock.as_raw_fd(), buf) {
+            Ok(got) => Ok(got.map(|t| (t.len, PhysId::from_socket_addr(t.from), t.seg))),
+            Err(e) => Err(UdpError::Socket {
+                call: "recvmsg",
+                addr: self.local_addr,
+                source: io::Error::from(e),
+            }),
+        }
     }
 
     /// Sends one datagram. A full send buffer is waited out (bounded by one second), since
@@ -581,5 +693,72 @@ mod tests {
             pid: 70_000,
         };
         assert!(matches!(a.send_to(b"x", bad), Err(UdpError::BadPeer(p)) if p == bad));
+    }
+
+    #[test]
+    fn mtu_setting_is_parsed_and_sizes_datagrams() {
+        assert_eq!(parse_mtu(None).unwrap(), None);
+        assert_eq!(parse_mtu(Some(" 1500 ")).unwrap(), Some(1500));
+        for bad in ["575", "65537", "jumbo", ""] {
+            let e = parse_mtu(Some(bad)).unwrap_err().to_string();
+            assert!(e.contains(ENV_MTU) && e.contains("576 to 65536"), "{e}");
+        }
+        let cfg = UdpConfig::from_lookup(env(&[(ENV_MTU, "9000")])).unwrap();
+        assert_eq!(cfg.mtu, Some(9000));
+        assert!(UdpConfig::from_lookup(env(&[(ENV_MTU, "9")])).is_err());
+        // Loopback's own MTU is 64 KiB: datagrams up to the UDP limit, no trains.
+        let lo = UdpEndpoint::bind(&UdpConfig::default()).unwrap();
+        assert_eq!(lo.max_datagram(), MAX_UDP_PAYLOAD);
+        assert!(!lo.sends_trains());
+        let eth = UdpEndpoint::bind(&UdpConfig {
+            mtu: Some(1500),
+            ..UdpConfig::default()
+        })
+        .unwrap();
+        assert_eq!(eth.max_datagram(), 1472);
+    }
+
+    #[test]
+    fn trains_arrive_as_their_datagrams_byte_for_byte() {
+        // A link of MTU 1500 on loopback: the sender hands the kernel trains, the receiver
+        // takes them in coalesced (or one by one where the kernel does not coalesce).
+        let small = UdpConfig {
+            mtu: Some(1500),
+            ..UdpConfig::default()
+        };
+        let a = UdpEndpoint::bind(&small).unwrap();
+        let b = UdpEndpoint::bind(&small).unwrap();
+        let seg = a.max_datagram();
+        // Three trains: 10 full datagrams and a short one; one datagram; 64 full ones.
+        let mut sent: Vec<Vec<u8>> = Vec::new();
+        for (n, tail) in [(10usize, 100usize), (0, 7), (64, 0)] {
+            let mut train = Vec::new();
+            for _ in 0..n {
+                let d: Vec<u8> = (0..seg).map(|i| (i + sent.len() * 31) as u8).collect();
+                train.extend_from_slice(&d);
+                sent.push(d);
+            }
+            if tail > 0 {
+                let d = vec![sent.len() as u8; tail];
+                train.extend_from_slice(&d);
+                sent.push(d);
+            }
+            a.send_train(&train, seg, b.local_id()).unwrap();
+        }
+        let mut got: Vec<Vec<u8>> = Vec::new();
+        let mut buf = vec![0u8; 65_536];
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while got.len() < sent.len() && Instant::now() < deadline {
+            match b.recv_train(&mut buf).unwrap() {
+                Some((len, from, each)) => {
+                    assert_eq!(from, a.local_id());
+                    assert!(each >= 1 && each <= len, "{each} of {len}");
+                    got.extend(buf[..len].chunks(each).map(<[u8]>::to_vec));
+                }
+                None => std::thread::sleep(Duration::from_micros(50)),
+            }
+        }
+        assert_eq!(got.len(), sent.len());
+        assert!(got == sent, "datagrams differ");
     }
 }

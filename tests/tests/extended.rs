@@ -266,3 +266,24 @@ fn an_unusable_event_queue_length_is_reported_by_name() {
         out.stderr
     );
 }
+
+#[test]
+fn rma_in_mtu_sized_datagrams_four_ranks() {
+    // A link MTU of 1500 (as on Ethernet) makes the engine cut 1472-byte datagrams and send
+    // them in trains; every size of put and get must still land byte for byte.
+    let out = run_job(
+        4,
+        Path::new(PROG),
+        &["rma"],
+        &[("RGASNET_PSHM", "0"), ("RGASNET_MTU", "1500")],
+        Duration::from_secs(240),
+    );
+    out.assert_success();
+    assert_eq!(
+        out.stdout.matches(": rma ok").count(),
+        4,
+        "{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+}

@@ -177,3 +177,14 @@ fn supernodes_of_two_over_a_lossy_network_deliver_everything() {
     lossy(t, EXT, 4, "rma", &mixed, "rma ok", 4);
     lossy(t, EXT, 4, "barrier", &mixed, "barrier ok", 4);
 }
+
+#[test]
+fn bulk_data_in_mtu_sized_trains_completes_under_loss_and_duplication() {
+    let t = "bulk_data_in_mtu_sized_trains_completes_under_loss_and_duplication";
+    // RGASNET_MTU=1500 on loopback: 1472-byte datagrams, sent in trains of up to 64 (UDP
+    // segmentation offload) and taken in coalesced (GRO), so one dropped train loses many
+    // datagrams at once; puts, gets and Longs of every size must still arrive exactly once.
+    let mtu = [("RGASNET_MTU", "1500")];
+    lossy(t, EXT, 4, "rma", &mtu, "rma ok", 4);
+    lossy(t, AM, 4, "basic", &mtu, "basic ok", 4);
+}

@@ -15,6 +15,12 @@ pub struct TransportConfig {
     /// Most frames in flight (unacknowledged span of sequence numbers) per peer; also the
     /// receive window, so it bounds the reorder buffer.
     pub window: usize,
+    /// Frames beyond the cumulative acknowledgement a receiver accepts from a peer, if more
+    /// than `window`: a peer on a link of smaller datagrams keeps more (smaller) frames in
+    /// flight ([`TransportConfig::for_datagram`]), and a job whose hosts' MTUs differ must
+    /// accept the largest window any of them sends. Reorder memory stays bounded by
+    /// `max_reassembly_bytes`.
+    pub recv_window: usize,
     /// Retransmission timeout before any RTT sample.
     pub initial_rto: Duration,
     /// Lower clamp of the retransmission timeout.
@@ -40,7 +46,8 @@ impl Default for TransportConfig {
             job_key: 0,
             max_datagram: MAX_UDP_PAYLOAD,
             // 64 × 65 000 bytes ≈ 4 MB in flight: fits the socket buffers the UDP layer asks for.
-            window: 64,
+            window: DEFAULT_WINDOW,
+            recv_window: window_for(crate::udp_offload::datagram_for_mtu(crate::udp::MIN_MTU)),
             initial_rto: Duration::from_millis(20),
             // A full window (about 4 MB) takes most of a millisecond to drain on one host, and
             // a busy receiver more: with 1 ms, a stream's timer fired while its acks were
@@ -58,6 +65,18 @@ impl Default for TransportConfig {
     }
 }
 
+/// Frames in flight per peer with the largest datagrams.
+pub const DEFAULT_WINDOW: usize = 64;
+
+/// The window (in frames) that keeps as many bytes in flight with datagrams of `max_datagram`
+/// bytes as [`DEFAULT_WINDOW`] frames of the largest datagrams do (about 4 MB, which the
+/// socket buffers hold).
+pub fn window_for(max_datagram: usize) -> usize {
+    (DEFAULT_WINDOW * MAX_UDP_PAYLOAD)
+        .div_ceil(max_datagram.max(MIN_DATAGRAM))
+        .min(1 << 20)
+}
+
 /// The smallest `max_datagram` that leaves room for one payload byte next to a full ack.
 pub const MIN_DATAGRAM: usize =
     wire::HEADER_LEN + wire::ACK_FRAME_MAX + wire::DATA_FRAME_OVERHEAD + 1;
@@ -71,6 +90,27 @@ pub const DEFAULT_FRAGMENT_SIZE: usize =
     MAX_UDP_PAYLOAD - (wire::HEADER_LEN + wire::ACK_FRAME_MAX + wire::DATA_FRAME_OVERHEAD);
 
 impl TransportConfig {
+    /// The defaults for a link whose datagrams carry at most `max_datagram` bytes without IP
+    /// fragmentation (see [`crate::udp::UdpEndpoint::max_datagram`]): frames of that size,
+    /// a window that keeps the default's bytes in flight, and an acknowledgement per as many
+    /// bytes as the default's.
+    pub fn for_datagram(max_datagram: usize) -> TransportConfig {
+        let d = TransportConfig::default();
+        let max_datagram = max_datagram.clamp(MIN_DATAGRAM, MAX_UDP_PAYLOAD);
+        let scale = (MAX_UDP_PAYLOAD / max_datagram).max(1);
+        TransportConfig {
+            max_datagram,
+            window: window_for(max_datagram),
+            ack_every: d.ack_every.saturating_mul(scale as u32),
+            ..d
+        }
+    }
+
+    /// The receive window: how many frames beyond the cumulative acknowledgement are taken.
+    pub fn accepted_window(&self) -> usize {
+        self.window.max(self.recv_window)
+    }
+
     /// Checks the values for consistency.
     pub fn validate(&self) -> Result<(), TransportError> {
         let bad = |field: &'static str, reason: String| {
@@ -87,6 +127,12 @@ impl TransportConfig {
         }
         if self.window == 0 || self.window > 1 << 20 {
             return bad("window", format!("{} is outside 1..=1048576", self.window));
+        }
+        if self.recv_window > 1 << 20 {
+            return bad(
+                "recv_window",
+                format!("{} is above 1048576", self.recv_window),
+            );
         }
         if self.min_rto.is_zero() || self.min_rto > self.max_rto {
             return bad(

@@ -55,7 +55,10 @@ use std::time::{Duration, Instant};
 use crate::message::{OutMessage, Tail};
 use crate::types::PhysId;
 use crate::wire::{self, Datagram, Frame, Header, WireError};
-pub use config::{TransportConfig, DEFAULT_FRAGMENT_SIZE, MAX_UDP_PAYLOAD, MIN_DATAGRAM};
+pub use config::{
+    window_for, TransportConfig, DEFAULT_FRAGMENT_SIZE, DEFAULT_WINDOW, MAX_UDP_PAYLOAD,
+    MIN_DATAGRAM,
+};
 use recv::{Budget, DataOutcome, RecvState};
 use rtt::RttEstimator;
 use send::SendState;
@@ -475,6 +478,7 @@ impl Transport {
             return;
         }
         let window = self.cfg.window;
+        let accepted = self.cfg.accepted_window();
         let max_message = self.cfg.max_message;
         let ack_delay = self.cfg.ack_delay;
         let stats = &mut self.stats;
@@ -498,7 +502,7 @@ impl Transport {
                     let outcome = peer.recv.on_data(
                         now,
                         &data,
-                        window,
+                        accepted,
                         max_message,
                         ack_delay,
                         budget,
