@@ -17,6 +17,7 @@ pub mod compare;
 pub mod opts;
 pub mod parse;
 pub mod raw;
+pub mod raw_tcp;
 pub mod record;
 pub mod stats;
 pub mod xbench;

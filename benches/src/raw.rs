@@ -9,6 +9,7 @@
 //! polls without sleeping, so the reference must not sleep either) and the stream halves of
 //! `rgasnet_portals::baseline`. Ranks above 1 take part in the collectives only.
 
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
 use rgasnet::Client;
@@ -59,6 +60,15 @@ pub enum RawError {
     /// A shared-memory baseline failed.
     #[error("raw shared-memory baseline: {0}")]
     Shm(#[from] rgasnet_pshm::BaselineError),
+    /// The TCP stream failed.
+    #[error("raw tcp stream: {call}: {source}")]
+    Tcp {
+        /// The call that failed.
+        call: &'static str,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// What rank 0 measured (other ranks get an empty set).
@@ -68,6 +78,8 @@ pub struct RawFigures {
     pub udp_rtt: Vec<(usize, Duration)>,
     /// Stream bandwidth, bytes per second.
     pub udp_stream_bps: Option<f64>,
+    /// TCP stream bandwidth between the same addresses, bytes per second.
+    pub tcp_stream_bps: Option<f64>,
     /// Shared-memory flag ping-pong round trip (PSHM jobs only).
     pub shm_rtt: Option<Duration>,
     /// The same ping-pong with the answer on a cache line of its own (PSHM jobs only): the
@@ -95,6 +107,9 @@ impl RawFigures {
             .collect();
         if let Some(bw) = self.udp_stream_bps {
             v.push(Record::raw_bandwidth("udp stream", STREAM_MSG as u64, bw));
+        }
+        if let Some(bw) = self.tcp_stream_bps {
+            v.push(Record::raw_bandwidth("tcp stream", STREAM_MSG as u64, bw));
         }
         if let Some(rtt) = self.shm_rtt {
             v.push(Record::raw_rtt("shm flag pingpong rtt", None, rtt));
@@ -128,13 +143,52 @@ pub fn udp_baselines(client: &Client, p: &RawParams) -> Result<RawFigures, RawEr
     let ep = UdpEndpoint::bind(&UdpConfig::from_env()?)?;
     let peers = exchange(boot, ep.local_id())?;
     let rank = boot.rank();
-    let result = if peers.len() < 2 || rank > 1 {
+    let mut result = if peers.len() < 2 || rank > 1 {
         Ok(RawFigures::default())
     } else if rank == 0 {
         client_half(&ep, peers[1], p)
     } else {
         server_half(&ep, p).map(|()| RawFigures::default())
     };
+    // The TCP stream between the same addresses: rank 1 listens and publishes its port in
+    // place of its UDP one (every rank takes part in the exchange).
+    let ip = Ipv4Addr::from(ep.local_id().nid);
+    let listener = match rank {
+        1 => Some(crate::raw_tcp::listen(ip)),
+        _ => None,
+    };
+    let port = match &listener {
+        Some(Ok((_, port))) => u32::from(*port),
+        _ => 0,
+    };
+    let tcp_peers = exchange(
+        boot,
+        PhysId {
+            nid: ep.local_id().nid,
+            pid: port,
+        },
+    )?;
+    if peers.len() >= 2 && result.is_ok() {
+        let tcp = match (rank, listener) {
+            (0, _) => match tcp_peers.get(1) {
+                Some(server) if server.pid != 0 => crate::raw_tcp::send_stream(
+                    SocketAddrV4::new(Ipv4Addr::from(server.nid), server.pid as u16),
+                    p.stream_count,
+                    p.timeout,
+                )
+                .map(Some),
+                _ => Ok(None),
+            },
+            (1, Some(Ok((l, _)))) => crate::raw_tcp::serve_stream(l, p.timeout).map(|()| None),
+            (1, Some(Err(e))) => Err(e),
+            _ => Ok(None),
+        };
+        match (tcp, &mut result) {
+            (Ok(bps), Ok(figs)) => figs.tcp_stream_bps = bps,
+            (Err(e), _) => result = Err(e),
+            _ => {}
+        }
+    }
     // Whatever happened, meet again so that the ranks leave together; a failure on either
     // side then surfaces on that side only.
     boot.barrier()?;
@@ -391,6 +445,7 @@ mod tests {
                 (65_000, Duration::from_micros(13)),
             ],
             udp_stream_bps: Some(9267.0e6),
+            tcp_stream_bps: Some(1259.3e6),
             shm_rtt: Some(Duration::from_nanos(110)),
             shm_two_line_rtt: Some(Duration::from_nanos(250)),
             memcpy_bps: Some(42_000.0e6),
@@ -402,6 +457,7 @@ mod tests {
                 "raw: udp pingpong 8 byte rtt 6.41 us",
                 "raw: udp pingpong 65000 byte rtt 13.00 us",
                 "raw: udp stream 1048576 byte 9267.0 MB/s",
+                "raw: tcp stream 1048576 byte 1259.3 MB/s",
                 "raw: shm flag pingpong rtt 0.110 us",
                 "raw: shm two-line pingpong rtt 0.250 us",
                 "raw: memcpy 1048576 byte 42000.0 MB/s",

@@ -113,7 +113,8 @@ fn testam_over_the_network_prints_every_section_and_size() {
         vec![
             "udp pingpong rtt 8",
             "udp pingpong rtt 65000",
-            "udp stream 1048576"
+            "udp stream 1048576",
+            "tcp stream 1048576"
         ]
     );
     let am = keys(&recs, Kind::Am);
@@ -264,6 +265,7 @@ fn pshm_jobs_print_shared_memory_baselines() {
             "udp pingpong rtt 8",
             "udp pingpong rtt 65000",
             "udp stream 1048576",
+            "tcp stream 1048576",
             "shm flag pingpong rtt",
             "shm two-line pingpong rtt",
             "memcpy 1048576"
