@@ -346,6 +346,30 @@ impl Job {
         })())
     }
 
+    /// [`Job::get_to_own_segment`] with an explicit handle: a large get into this rank's own
+    /// bound segment lands there directly, with no landing buffer to map and copy out of
+    /// (GASNet's nb and nbi gets into the segment, e.g. testlarge's GetNBI flood).
+    pub(crate) fn get_nb_to_own_segment(
+        &'static self,
+        rank: u32,
+        addr: u64,
+        local: u64,
+        len: usize,
+    ) -> Option<Result<u64, CError>> {
+        const CALL: &str = "rgasnet_get_nb";
+        let at = self.own_segment_offset(local as *const u8, len)?;
+        if rank == self.client.rank() {
+            return None;
+        }
+        Some((|| {
+            let off = self.offset(CALL, rank, addr, len)?;
+            let h = self
+                .ext(CALL)?
+                .get_nb_to_segment(at, rank, off, len as u64)?;
+            self.keep(CALL, h)
+        })())
+    }
+
     /// Blocking get.
     pub(crate) fn get(&self, dest: &mut [u8], rank: u32, addr: u64) -> Result<(), CError> {
         const CALL: &str = "rgasnet_get";

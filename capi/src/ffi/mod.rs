@@ -635,7 +635,13 @@ pub extern "C" fn rgasnet_get_nb(
         if handle_out.is_null() {
             return Err(bad_arg(CALL, "the handle pointer is NULL"));
         }
-        let h = state::job(CALL)?.get_nb(bytes_mut(CALL, dest, nbytes)?, rank, src_addr)?;
+        let job = state::job(CALL)?;
+        if !dest.is_null() {
+            if let Some(h) = job.get_nb_to_own_segment(rank, src_addr, dest as u64, nbytes) {
+                return out(CALL, handle_out, h?);
+            }
+        }
+        let h = job.get_nb(bytes_mut(CALL, dest, nbytes)?, rank, src_addr)?;
         out(CALL, handle_out, h)
     })
 }
