@@ -250,6 +250,18 @@ impl Supervisor {
                 Event::SpawnFailed { rank, reason } => {
                     failure = Some((format!("cannot start {}: {reason}", self.where_(rank)), 127));
                 }
+                Event::Server(Report::Abort { rank, code: 0 }) => {
+                    // A rank that ends the whole job with 0 (GASNet's `gasnet_exit(0)`, how
+                    // every GASNet program ends) is a normal end, not a failure to report.
+                    trace(self.verbose, || {
+                        format!("{} ended the job with code 0", self.where_(rank))
+                    });
+                    if code.is_none() {
+                        code = Some(0);
+                        fleet.terminate();
+                        kill_at = Some(Instant::now() + self.grace);
+                    }
+                }
                 Event::Server(Report::Abort { rank, code: c }) => {
                     failure = Some((
                         format!("{} called abort({c}); stopping the job", self.where_(rank)),
