@@ -137,12 +137,12 @@ impl Shared {
         }
         let len = dest.len();
         let small = if len <= SMALL_GET {
-            self.core.ops.take_small()
+            self.take_small_slot(call)?
         } else {
             None
         };
         let (landing, md, base) = match small {
-            Some(s) => (Landing::Small(s), self.small_md, s as usize * SMALL_GET),
+            Some((s, md, base)) => (Landing::Small(s), md, base),
             None => {
                 // A kept landing of this size's class, or a new one of the class's capacity
                 // (kept after the get: see `rgasnet_portals::pool`).
@@ -165,6 +165,28 @@ impl Shared {
         }
         self.issue_get_chunks(call, md, base, len, rank, offset, cell)?;
         Ok(h)
+    }
+
+    /// A free small landing slot (number, descriptor, offset), binding one more block of them
+    /// when every slot is in flight; `None` once all blocks are (the get then takes a landing
+    /// of its own).
+    fn take_small_slot(
+        &self,
+        call: &'static str,
+    ) -> Result<Option<(u32, MdHandle, usize)>, ExtError> {
+        let slot = match self.core.ops.take_small() {
+            Some(s) => Some(s),
+            None => self
+                .small
+                .grow(|len| {
+                    let region = rgasnet::buffer_region(len);
+                    let md = crate::ext::bind_eq(&self.ni, &region, self.xeq)?;
+                    Ok((region, md))
+                })
+                .map_err(ExtError::portals(call))?
+                .and_then(|slots| self.core.ops.add_small_and_take(slots)),
+        };
+        Ok(slot.and_then(|s| self.small.slot(s).map(|(_, md, base)| (s, md, base))))
     }
 
     /// Issues the network gets of an explicit get landing at `base` of `md`.

@@ -13,6 +13,7 @@ use rgasnet_portals::{EventKind, MdOptions, NiFail, Region};
 use crate::barrier::Barrier;
 use crate::error::{ExtAttachError, ExtError};
 use crate::ops::{Freed, Landing, Ops};
+use crate::small::SmallLandings;
 use rgasnet_portals::pool::RegionPool;
 use rgasnet_portals::proto::{REQUEST_HEADER_LEN, RESPONSE_HEADER_LEN};
 use rgasnet_portals::transport::DEFAULT_FRAGMENT_SIZE;
@@ -41,8 +42,6 @@ pub const NB_WINDOW_BYTES: u64 = 4 << 20;
 pub(crate) const GET_CHUNK: usize = DEFAULT_FRAGMENT_SIZE - RESPONSE_HEADER_LEN;
 /// Gets up to this size land in a slot of the shared small-landing region.
 pub(crate) const SMALL_GET: usize = 4096;
-/// Slots of the small-landing region.
-const SMALL_SLOTS: u32 = 256;
 /// Longest a wait blocks in the kernel before it polls the AM layer again (an incoming request
 /// wakes it sooner; this bounds the delay of AM acknowledgements and resends).
 const POLL_SLICE: Duration = Duration::from_micros(500);
@@ -99,9 +98,9 @@ pub(crate) struct Shared {
     /// MiB of replies at once (fresh memory, faulted in) and ran at a third of the speed of
     /// implicit-handle gets, which had a window.
     pub(crate) get_bytes: AtomicU64,
-    /// The small-landing region and its descriptor (reporting to `xeq`).
-    pub(crate) small: Region,
-    pub(crate) small_md: MdHandle,
+    /// The small-landing slots, in blocks of regions with their descriptors (reporting to
+    /// `xeq`).
+    pub(crate) small: SmallLandings<MdHandle>,
     /// The own segment as a put source / get destination of explicit operations.
     pub(crate) seg_md: MdHandle,
     /// The segment again, `IN_PLACE`: blocking puts from it (see `SegOp::PutInPlace`).
@@ -200,8 +199,9 @@ impl Extended {
             .collect();
         let ni = client.rma_ni().clone();
         let xeq = ni.eq_alloc(cap)?;
-        let small = rgasnet::buffer_region(SMALL_SLOTS as usize * SMALL_GET);
+        let small = rgasnet::buffer_region(crate::small::BLOCK_LEN);
         let small_md = bind_eq(&ni, &small, xeq)?;
+        let small = SmallLandings::new((small, small_md));
         let seg_md = bind_eq(&ni, &segment, xeq)?;
         // Blocking puts from the segment wait for their ACK, so they may leave in place.
         let seg_put_md = bind_eq_with(&ni, &segment, xeq, MdOptions::IN_PLACE)?;
@@ -220,7 +220,6 @@ impl Extended {
             put_bytes: AtomicU64::new(0),
             get_bytes: AtomicU64::new(0),
             small,
-            small_md,
             seg_md,
             seg_put_md,
             landings: RegionPool::new(),
@@ -307,7 +306,7 @@ fn new_core(client: &Client) -> Result<Arc<Core>, ExtAttachError> {
     }
     Ok(Arc::new(Core {
         client: client.clone(),
-        ops: Ops::new(SMALL_SLOTS),
+        ops: Ops::new(crate::small::SLOTS_PER_BLOCK),
         barrier: Barrier::new(client.rank(), client.size()),
     }))
 }

@@ -5,7 +5,7 @@ use rgasnet_portals::engine::Engine;
 
 use crate::error::ExtError;
 use crate::explicit::not_in_handler;
-use crate::ext::{Shared, SMALL_GET};
+use crate::ext::Shared;
 use crate::nbi::Group;
 use crate::ops::{Freed, Landing};
 
@@ -190,7 +190,10 @@ impl Drop for NbHandle<'_> {
 fn copy_out(sh: &Shared, landing: &Landing, buf: &mut [u8]) {
     // The ranges were sized for `buf` at issue, so these reads are in bounds.
     let _ = match landing {
-        Landing::Small(s) => sh.small.read(*s as usize * SMALL_GET, buf),
+        Landing::Small(s) => match sh.small.slot(*s) {
+            Some((region, _, at)) => region.read(at, buf),
+            None => Ok(()),
+        },
         Landing::Dynamic { region, .. } => region.read(0, buf),
         Landing::None => Ok(()),
     };

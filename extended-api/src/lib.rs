@@ -47,6 +47,7 @@ mod handle;
 mod memset;
 mod nbi;
 mod ops;
+mod small;
 
 pub use barrier::BarrierFlags;
 pub use error::{ExtAttachError, ExtError};

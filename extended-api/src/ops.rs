@@ -116,6 +116,13 @@ impl Ops {
         self.lock().small_free.push(slot);
     }
 
+    /// Adds the slots of a newly bound block and takes one of them.
+    pub(crate) fn add_small_and_take(&self, slots: std::ops::Range<u32>) -> Option<u32> {
+        let mut s = self.lock();
+        s.small_free.extend(slots.rev());
+        s.small_free.pop()
+    }
+
     /// Records `n` completions of cell `id` (`fail` if they failed). Unknown ids are ignored
     /// (an event that names no cell cannot be attributed; the engine only reports what we
     /// issued).

@@ -199,6 +199,27 @@ fn rma(ext: &Extended, rng: &mut Rng, sh: &mut Shadow) -> Res {
         drop(h);
         check_bufs(sh, &ranges[..1], &[b], "try_wait get")?;
     }
+    // A flood of small gets all in flight at once: more than a block of small landing slots
+    // (256), so that more are bound while the first are outstanding.
+    {
+        let ranges: Vec<(u32, u64, u64)> = (0..1500)
+            .map(|_| {
+                let rank = rng.below(u64::from(n)) as u32;
+                let len = 1 + rng.below(64);
+                (rank, len, rng.below(AREA - len + 1))
+            })
+            .collect();
+        let mut bufs: Vec<Vec<u8>> = ranges.iter().map(|r| vec![0u8; r.1 as usize]).collect();
+        {
+            let mut hs = Vec::new();
+            for ((rank, _, at), b) in ranges.iter().zip(bufs.iter_mut()) {
+                hs.push(ext.get_nb(b, *rank, me + at).map_err(e2s("get_nb flood"))?);
+            }
+            ext.wait_all(hs)
+                .map_err(e2s("wait_all of the get_nb flood"))?;
+        }
+        check_bufs(sh, &ranges, &bufs, "get_nb flood")?;
+    }
     // Implicit handles: 16 puts per sync, then 16 gets per sync.
     for _ in 0..4 {
         let ranges = pick_disjoint(rng, n, 16);
