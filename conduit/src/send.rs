@@ -303,7 +303,10 @@ impl Inner {
             return Err(AmError::PeerLeft { call, rank: dest });
         }
         if category == Category::Short {
-            return self.send_short(call, dest, direction, handler, args);
+            return self.send_short(call, dest, direction, handler, args, None);
+        }
+        if category == Category::Medium && crate::short::medium_fits(args.len(), payload.len()) {
+            return self.send_short(call, dest, direction, handler, args, Some(payload));
         }
         let header = AmHeader {
             msg_type: MsgType::ActiveMessage,
