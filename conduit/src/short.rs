@@ -7,15 +7,13 @@
 //! peer) and runs the handlers of those a poll's progress round took ([`Inner::run_shorts`]).
 //! Shared memory and loopback keep their own paths.
 //!
-//! A Medium whose arguments and payload fit in an immediate message (68 bytes with no
-//! arguments, 4 with 16) travels the same way (flag bit 1, the payload after the arguments):
-//! a small Medium then costs what a Short does plus its copy, instead of a put into a receive
-//! block with its event (Mediums of 1 to 64 bytes took 1.19 to 1.26 times a Short's round
-//! trip, 0.92 to 0.98 times as immediates). Larger immediates would carry Mediums to 512
-//! bytes, but every immediate is queued and taken in a fixed-size slot: at 584 bytes the
-//! copies made the Short round trip 4–5 % slower (`benches/perf/am-medium.md`).
+//! A Medium whose arguments and payload fit in an immediate message (512 bytes with 16
+//! arguments, 580 with none) travels the same way (flag bit 1, the payload after the
+//! arguments): a small Medium then costs what a Short does plus its copy, instead of a put
+//! into a receive block with its event (Mediums of 1 to 512 bytes took 1.11 to 1.34 times a
+//! Short's round trip; see `benches/perf/am-medium.md`).
 //!
-//! Layout (at most `MAX_IMMEDIATE` = 72 bytes):
+//! Layout (at most `MAX_IMMEDIATE` = 584 bytes):
 //!
 //! ```text
 //!  0 handler   1 flags (bit 0: request, bit 1: medium)   2 argc (0..=16)   3 zero
@@ -24,7 +22,7 @@
 
 use std::cell::RefCell;
 
-use rgasnet_portals::engine::ImmediateMsg;
+use rgasnet_portals::engine::ImmediateBatch;
 use rgasnet_portals::interface::IMMEDIATE_TAKE_MAX;
 
 use rgasnet_portals::proto::MAX_IMMEDIATE;
@@ -158,20 +156,20 @@ pub(crate) fn decode(b: &[u8]) -> Result<Short<'_>, ShortError> {
 
 thread_local! {
     /// The buffer a poll takes received Shorts into (kept, so a poll allocates nothing).
-    static SHORTS: RefCell<Vec<ImmediateMsg>> =
-        RefCell::new(Vec::with_capacity(IMMEDIATE_TAKE_MAX));
+    static SHORTS: RefCell<ImmediateBatch> =
+        RefCell::new(ImmediateBatch::with_capacity(IMMEDIATE_TAKE_MAX));
 }
 
 /// This thread's buffer for received Shorts, empty. Taken out of its cell for the poll, so a
 /// nested poll (which the AM layer never makes, handlers cannot poll) would get a new one.
-pub(crate) fn take_short_buffer() -> Vec<ImmediateMsg> {
+pub(crate) fn take_short_buffer() -> ImmediateBatch {
     SHORTS
         .try_with(|c| std::mem::take(&mut *c.borrow_mut()))
         .unwrap_or_default()
 }
 
 /// Gives the buffer back for the next poll.
-pub(crate) fn put_short_buffer(mut buf: Vec<ImmediateMsg>) {
+pub(crate) fn put_short_buffer(mut buf: ImmediateBatch) {
     buf.clear();
     let _ = SHORTS.try_with(|c| *c.borrow_mut() = buf);
 }
@@ -221,15 +219,15 @@ impl Inner {
     pub(crate) fn run_shorts(
         &self,
         att: &Attached,
-        shorts: &mut Vec<ImmediateMsg>,
+        shorts: &mut ImmediateBatch,
         lost: u64,
     ) -> usize {
         if lost > 0 {
             self.report_lost_shorts();
         }
         let ran = shorts.len();
-        for m in shorts.drain(..) {
-            let s = match decode(m.payload()) {
+        for m in shorts.iter() {
+            let s = match decode(m.payload) {
                 Ok(s) => s,
                 Err(e) => self.fatal(&format!("rank {} sent a malformed Short AM: {e}", m.source)),
             };
@@ -249,6 +247,7 @@ impl Inner {
                 s.medium,
             );
         }
+        shorts.clear();
         ran
     }
 
@@ -298,8 +297,8 @@ mod tests {
         let n = encode(&mut out, 203, Direction::Reply, &[], Some(&[]));
         assert_eq!(&out[..n], &[203, 2, 0, 0]);
         assert_eq!(decode(&out[..n]).unwrap().medium, Some(&[][..]));
-        assert!(medium_fits(16, 4) && !medium_fits(16, 5) && medium_fits(0, 68));
-        assert!(!medium_fits(0, 69));
+        assert!(medium_fits(16, 512) && !medium_fits(16, 517) && medium_fits(0, 580));
+        assert!(!medium_fits(0, 581));
     }
 
     #[test]
@@ -341,7 +340,7 @@ mod tests {
             handler: u8,
             request: bool,
             args in proptest::collection::vec(any::<u32>(), 0..=16),
-            payload in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..=68)),
+            payload in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..=580)),
         ) {
             let direction = if request { Direction::Request } else { Direction::Reply };
             let payload = payload.filter(|p| medium_fits(args.len(), p.len()));
@@ -355,7 +354,7 @@ mod tests {
         }
 
         #[test]
-        fn decoding_any_bytes_never_panics(b in proptest::collection::vec(any::<u8>(), 0..80)) {
+        fn decoding_any_bytes_never_panics(b in proptest::collection::vec(any::<u8>(), 0..600)) {
             let _ = decode(&b);
         }
     }

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::engine::{Engine, EqGet, EqHandle, ImmediateMsg, NiHandle, PutArgs};
+use crate::engine::{Engine, EqGet, EqHandle, ImmediateBatch, NiHandle, PutArgs};
 use crate::error::{PtlError, PtlResult};
 pub use crate::link::Link;
 use crate::message::{Staged, Tail};
@@ -496,7 +496,7 @@ impl Interface {
     /// one ends the round like an event.
     pub fn progress_holding(
         &self,
-        immediates: Option<(NiHandle, &mut Vec<ImmediateMsg>)>,
+        immediates: Option<(NiHandle, &mut ImmediateBatch)>,
     ) -> PtlResult<HoldingRound> {
         let mut st = self.lock();
         let mut received = false;

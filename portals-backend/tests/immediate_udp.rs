@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use rgasnet_portals::engine::{ImmediateMsg, IMMEDIATE_BACKLOG_MAX};
+use rgasnet_portals::engine::{ImmediateBatch, IMMEDIATE_BACKLOG_MAX};
 use rgasnet_portals::interface::{Interface, Ni};
 use rgasnet_portals::types::{Addressing, Matching, NiKind, ProcessId};
 use rgasnet_portals::udp::{UdpConfig, UdpEndpoint};
@@ -37,7 +37,7 @@ fn pair() -> (Ni, Ni) {
 
 /// One round of the receiver's progress as an AM layer makes it: hold, then flush what the
 /// round made due (its acks).
-fn round(b: &Ni, take: Option<&mut Vec<ImmediateMsg>>) {
+fn round(b: &Ni, take: Option<&mut ImmediateBatch>) {
     let r = b
         .interface()
         .progress_holding(take.map(|out| (b.handle(), out)))
@@ -85,13 +85,14 @@ fn a_full_backlog_stops_reading_and_nothing_is_lost() {
 
     // Taking resumes reading; everything arrives in order, once.
     let mut got: Vec<u32> = Vec::new();
-    let mut out: Vec<ImmediateMsg> = Vec::new();
+    let mut out = ImmediateBatch::default();
     until("every immediate", || {
         round(&b, Some(&mut out));
-        for m in out.drain(..) {
+        for m in out.iter() {
             assert_eq!(m.source, 0);
-            got.push(u32::from_le_bytes(m.payload().try_into().unwrap()));
+            got.push(u32::from_le_bytes(m.payload.try_into().unwrap()));
         }
+        out.clear();
         got.len() >= total as usize
     });
     assert_eq!(got, (0..total).collect::<Vec<u32>>());

@@ -15,6 +15,8 @@
 //! - **Failure**: immediates still unconfirmed when their peer is declared failed are counted
 //!   as lost ([`Engine::take_lost_immediates`]), for the owner to report.
 
+use std::collections::VecDeque;
+
 use super::{Engine, NiHandle};
 use crate::error::{PtlError, PtlResult};
 use crate::message::OutMessage;
@@ -28,22 +30,91 @@ pub const IMMEDIATE_BACKLOG_MAX: usize = 4096;
 /// Marks a transport confirmation token as an immediate's (operation ids stay far below it).
 pub(super) const IMMEDIATE_TOKEN: u64 = 1 << 60;
 
-/// A received immediate message.
+/// A received immediate message waiting in the engine; its bytes wait, in order, in the
+/// engine's byte queue (so a message costs its own length, not the largest one's, each time it
+/// is queued and taken).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ImmediateMsg {
+pub(super) struct Queued {
+    ni: NiHandle,
+    source: Rank,
+    len: u16,
+}
+
+/// Immediate messages taken by [`Engine::take_immediates`]: who sent each and its bytes, the
+/// payloads back to back in one buffer. Kept and [`ImmediateBatch::clear`]ed between takes, it
+/// allocates nothing in the steady state.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ImmediateBatch {
+    /// NI, sender, and the end of its payload in `bytes`.
+    entries: Vec<(NiHandle, Rank, usize)>,
+    bytes: Vec<u8>,
+}
+
+/// One message of an [`ImmediateBatch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImmediateMsg<'a> {
     /// The NI it arrived on.
     pub ni: NiHandle,
     /// The sender's rank.
     pub source: Rank,
-    len: u8,
-    bytes: [u8; MAX_IMMEDIATE],
+    /// Its bytes.
+    pub payload: &'a [u8],
 }
 
-impl ImmediateMsg {
-    /// The message's bytes.
-    pub fn payload(&self) -> &[u8] {
-        self.bytes.get(..usize::from(self.len)).unwrap_or_default()
+impl ImmediateBatch {
+    /// An empty batch with room for `n` messages.
+    pub fn with_capacity(n: usize) -> ImmediateBatch {
+        ImmediateBatch {
+            entries: Vec::with_capacity(n),
+            bytes: Vec::with_capacity(n * 16),
+        }
     }
+
+    /// Messages in the batch.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the batch holds no message.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Empties the batch, keeping its memory.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.bytes.clear();
+    }
+
+    /// The messages, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = ImmediateMsg<'_>> + '_ {
+        let mut start = 0;
+        self.entries.iter().map(move |&(ni, source, end)| {
+            let payload = self.bytes.get(start..end).unwrap_or_default();
+            start = end;
+            ImmediateMsg {
+                ni,
+                source,
+                payload,
+            }
+        })
+    }
+
+    /// Adds a message whose `len` bytes are the first of `from`, removing them there.
+    fn push_front_of(&mut self, m: Queued, from: &mut VecDeque<u8>) {
+        move_front(from, usize::from(m.len), &mut self.bytes);
+        self.entries.push((m.ni, m.source, self.bytes.len()));
+    }
+}
+
+/// Moves the first `len` bytes of `from` to the end of `to`.
+fn move_front(from: &mut VecDeque<u8>, len: usize, to: &mut Vec<u8>) {
+    let len = len.min(from.len());
+    let (a, b) = from.as_slices();
+    let first = len.min(a.len());
+    to.extend_from_slice(&a[..first]);
+    to.extend_from_slice(&b[..len - first]);
+    from.drain(..len);
 }
 
 /// Immediates lost with a failed peer: its rank on the NI they were sent on, and how many.
@@ -127,45 +198,48 @@ impl Engine {
     }
 
     fn queue_immediate(&mut self, ni: NiHandle, source: Rank, payload: &[u8]) {
-        let mut bytes = [0u8; MAX_IMMEDIATE];
-        let len = payload.len().min(MAX_IMMEDIATE);
-        bytes[..len].copy_from_slice(&payload[..len]);
-        self.immediates.push_back(ImmediateMsg {
+        let payload = &payload[..payload.len().min(MAX_IMMEDIATE)];
+        self.immediates.push_back(Queued {
             ni,
             source,
-            // At most MAX_IMMEDIATE (72), checked by the decoder and by `send_immediate`.
-            len: len as u8,
-            bytes,
+            // At most MAX_IMMEDIATE, checked by the decoder and by `send_immediate`.
+            len: payload.len() as u16,
         });
+        self.immediate_bytes.extend(payload);
         self.stats.immediates_received += 1;
     }
 
-    /// Moves up to `max` received immediates of `ni` into `out`, oldest first. Those of other
-    /// NIs stay queued.
-    pub fn take_immediates(&mut self, ni: NiHandle, out: &mut Vec<ImmediateMsg>, max: usize) {
+    /// Moves up to `max` received immediates of `ni` into `out` (after what it holds), oldest
+    /// first. Those of other NIs stay queued.
+    pub fn take_immediates(&mut self, ni: NiHandle, out: &mut ImmediateBatch, max: usize) {
         let mut taken = 0;
         // Usually every queued immediate is for the one NI that uses them.
         while taken < max && self.immediates.front().is_some_and(|m| m.ni == ni) {
             if let Some(m) = self.immediates.pop_front() {
-                out.push(m);
+                out.push_front_of(m, &mut self.immediate_bytes);
                 taken += 1;
             }
         }
         if taken < max && self.immediates.iter().any(|m| m.ni == ni) {
-            let mut kept = std::collections::VecDeque::with_capacity(self.immediates.len());
+            let mut kept = VecDeque::with_capacity(self.immediates.len());
+            let mut kept_bytes = Vec::new();
+            let mut bytes = std::mem::take(&mut self.immediate_bytes);
             for m in self.immediates.drain(..) {
                 if m.ni == ni && taken < max {
-                    out.push(m);
+                    out.push_front_of(m, &mut bytes);
                     taken += 1;
                 } else {
+                    move_front(&mut bytes, usize::from(m.len), &mut kept_bytes);
                     kept.push_back(m);
                 }
             }
             self.immediates = kept;
+            self.immediate_bytes = kept_bytes.into();
         }
         if self.immediates.is_empty() {
-            // Start again at the ring's first slot (see `eq_get`).
+            // Start again at the rings' first slots (see `eq_get`).
             self.immediates.clear();
+            self.immediate_bytes.clear();
         }
     }
 

@@ -50,7 +50,7 @@ use objects::{CtState, EntryState, EqState, MdState, NiState, SR_DROP, SR_OP, SR
 use initiator::PendingOp;
 
 pub use immediate::{
-    ImmediateMsg, LostImmediates, IMMEDIATE_BACKLOG_MAX, IMMEDIATE_OUTSTANDING_MAX,
+    ImmediateBatch, ImmediateMsg, LostImmediates, IMMEDIATE_BACKLOG_MAX, IMMEDIATE_OUTSTANDING_MAX,
 };
 
 /// Most recycled message buffers an engine keeps.
@@ -97,7 +97,9 @@ pub struct Engine {
     /// [`Engine::take_refusals`]: the user will send those operations again.
     refusals: Vec<PhysId>,
     /// Received immediate messages, oldest first (see [`immediate`]).
-    immediates: VecDeque<ImmediateMsg>,
+    immediates: VecDeque<immediate::Queued>,
+    /// Their bytes, back to back in the same order.
+    immediate_bytes: VecDeque<u8>,
     /// Unconfirmed immediates per peer.
     immediates_outstanding: HashMap<PhysId, u32>,
     /// Immediates lost with failed peers, until [`Engine::take_lost_immediates`].
@@ -159,6 +161,7 @@ impl Engine {
             lazy_outgoing: VecDeque::new(),
             refusals: Vec::new(),
             immediates: VecDeque::new(),
+            immediate_bytes: VecDeque::new(),
             immediates_outstanding: HashMap::new(),
             lost_immediates: Vec::new(),
             stats: EngineStats::default(),

@@ -17,9 +17,9 @@ use crate::types::{NiKind, Rank};
 pub(super) const TAG_IMMEDIATE: u8 = 0x90;
 /// Length of an immediate message's header.
 pub const IMMEDIATE_HEADER_LEN: usize = 6;
-/// Longest payload of an immediate message: an AM Short with 16 arguments and its 4-byte
-/// header fits.
-pub const MAX_IMMEDIATE: usize = 72;
+/// Longest payload of an immediate message: an AM Medium of 512 bytes with 16 arguments and
+/// its 4-byte header fits (and with it every AM Short).
+pub const MAX_IMMEDIATE: usize = 584;
 
 /// A decoded immediate message, borrowing its payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! a forged sender, and the count of those lost with a failed peer.
 
 use super::*;
-use crate::engine::immediate::{IMMEDIATE_BACKLOG_MAX, IMMEDIATE_OUTSTANDING_MAX};
+use crate::engine::immediate::{ImmediateBatch, IMMEDIATE_BACKLOG_MAX, IMMEDIATE_OUTSTANDING_MAX};
 use crate::proto::{encode_immediate_into, MAX_IMMEDIATE};
 
 const NOMATCH_LOGICAL: NiKind = NiKind {
@@ -11,11 +11,9 @@ const NOMATCH_LOGICAL: NiKind = NiKind {
 };
 
 fn taken(e: &mut Engine, ni: NiHandle) -> Vec<(Rank, Vec<u8>)> {
-    let mut out = Vec::new();
+    let mut out = ImmediateBatch::default();
     e.take_immediates(ni, &mut out, usize::MAX);
-    out.iter()
-        .map(|m| (m.source, m.payload().to_vec()))
-        .collect()
+    out.iter().map(|m| (m.source, m.payload.to_vec())).collect()
 }
 
 #[test]
@@ -88,11 +86,11 @@ fn the_backlog_reports_full_and_hands_out_in_order() {
     }
     net.run();
     assert!(net.e[1].immediate_backlog_full());
-    let mut out = Vec::new();
+    let mut out = ImmediateBatch::default();
     net.e[1].take_immediates(net.ni[1], &mut out, 10);
     let got: Vec<u32> = out
         .iter()
-        .map(|m| u32::from_le_bytes(m.payload().try_into().unwrap()))
+        .map(|m| u32::from_le_bytes(m.payload.try_into().unwrap()))
         .collect();
     assert_eq!(got, (0..10).collect::<Vec<u32>>());
     assert!(!net.e[1].immediate_backlog_full());
@@ -110,15 +108,29 @@ fn another_nis_immediates_stay_queued_in_order() {
         *slot = Some(h);
     }
     let (a0, b0) = (net.ni[0], other[0].unwrap());
-    for (ni, byte) in [(b0, 1u8), (a0, 2), (b0, 3), (a0, 4)] {
+    // Every size, so that the bytes of the one NI's messages are taken from between the
+    // other's, and the largest fits.
+    let sizes = [1usize, 300, MAX_IMMEDIATE, 7, 0, 64];
+    let msg = |i: usize| vec![i as u8 + 1; sizes[i]];
+    for i in 0..sizes.len() {
+        let ni = if i % 2 == 0 { b0 } else { a0 };
         assert!(net.e[0]
-            .send_immediate(ni, ProcessId::Rank(1), &[byte], false)
+            .send_immediate(ni, ProcessId::Rank(1), &msg(i), false)
             .unwrap());
     }
     net.run();
     let (a1, b1) = (net.ni[1], other[1].unwrap());
-    assert_eq!(taken(&mut net.e[1], a1), vec![(0, vec![2]), (0, vec![4])]);
-    assert_eq!(taken(&mut net.e[1], b1), vec![(0, vec![1]), (0, vec![3])]);
+    assert_eq!(
+        taken(&mut net.e[1], a1),
+        vec![(0, msg(1)), (0, msg(3)), (0, msg(5))]
+    );
+    // Taken a few at a time, into a batch that still holds earlier messages.
+    let mut out = ImmediateBatch::default();
+    net.e[1].take_immediates(b1, &mut out, 2);
+    net.e[1].take_immediates(b1, &mut out, 2);
+    let got: Vec<(Rank, Vec<u8>)> = out.iter().map(|m| (m.source, m.payload.to_vec())).collect();
+    assert_eq!(got, vec![(0, msg(0)), (0, msg(2)), (0, msg(4))]);
+    assert_eq!(net.e[1].immediates_waiting(), 0);
 }
 
 #[test]
@@ -193,7 +205,7 @@ fn sends_to_this_interface_stop_at_a_full_backlog_unless_forced() {
     assert!(net.e[0]
         .send_immediate(ni, ProcessId::Rank(0), b"s", true)
         .unwrap());
-    let mut out = Vec::new();
+    let mut out = ImmediateBatch::default();
     net.e[0].take_immediates(ni, &mut out, 2);
     assert!(net.e[0]
         .send_immediate(ni, ProcessId::Rank(0), b"s", false)
@@ -207,7 +219,7 @@ fn bad_immediates_are_refused_at_the_sender() {
     let big = [0u8; MAX_IMMEDIATE + 1];
     let too_big = net.e[0].send_immediate(net.ni[0], ProcessId::Rank(1), &big, false);
     assert!(
-        matches!(&too_big, Err(e) if e.to_string().contains("73 bytes exceed the 72")),
+        matches!(&too_big, Err(e) if e.to_string().contains("585 bytes exceed the 584")),
         "{too_big:?}"
     );
     let outside = net.e[0].send_immediate(net.ni[0], ProcessId::Rank(5), b"x", false);
