@@ -32,6 +32,7 @@ use crate::matchbits::{AmHeader, Direction, MatchBits, MsgType, Protocol, MAX_AR
 use crate::payload;
 use crate::recv::in_handler;
 use crate::scratch::{with_scratch, Scratch};
+use crate::short::Body;
 use crate::stall::StallClock;
 use crate::stats::Counters;
 
@@ -302,11 +303,16 @@ impl Inner {
             // so the message would be retransmitted until the peer timeout, then be fatal).
             return Err(AmError::PeerLeft { call, rank: dest });
         }
-        if category == Category::Short {
-            return self.send_short(call, dest, direction, handler, args, None);
-        }
-        if category == Category::Medium && crate::short::medium_fits(args.len(), payload.len()) {
-            return self.send_short(call, dest, direction, handler, args, Some(payload));
+        let body = match category {
+            Category::Short => Body::Short,
+            Category::Medium => Body::Medium(payload),
+            Category::Long => Body::Long {
+                offset: long_offset.unwrap_or(0),
+                payload,
+            },
+        };
+        if crate::short::fits(args.len(), &body) {
+            return self.send_short(call, dest, direction, handler, args, body);
         }
         let header = AmHeader {
             msg_type: MsgType::ActiveMessage,

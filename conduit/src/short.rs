@@ -41,22 +41,54 @@ const HEAD: usize = 4;
 pub(crate) const SHORT_MAX: usize = HEAD + 4 * MAX_ARGS;
 const REQUEST: u8 = 1;
 const MEDIUM: u8 = 2;
+const LONG: u8 = 4;
+/// Bytes of a Long's destination offset (after the arguments).
+const LONG_OFFSET: usize = 8;
 
-/// Whether a Medium of `argc` arguments and `len` payload bytes travels as an immediate
-/// message.
-pub(crate) fn medium_fits(argc: usize, len: usize) -> bool {
-    HEAD + 4 * argc + len <= MAX_IMMEDIATE
+/// What an immediate AM carries besides its handler and arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Body<'a> {
+    /// Nothing: a Short.
+    Short,
+    /// A Medium's payload.
+    Medium(&'a [u8]),
+    /// A Long's payload and where it goes in the target's segment.
+    Long {
+        /// Offset in the target's segment.
+        offset: u64,
+        /// The bytes.
+        payload: &'a [u8],
+    },
 }
 
-/// A decoded Short (or small Medium), borrowing a Medium's payload from the message.
+impl Body<'_> {
+    fn overhead(&self) -> usize {
+        match self {
+            Body::Long { .. } => LONG_OFFSET,
+            _ => 0,
+        }
+    }
+    fn payload(&self) -> &[u8] {
+        match self {
+            Body::Short => &[],
+            Body::Medium(p) | Body::Long { payload: p, .. } => p,
+        }
+    }
+}
+
+/// Whether an AM of `argc` arguments with `body` travels as an immediate message.
+pub(crate) fn fits(argc: usize, body: &Body<'_>) -> bool {
+    HEAD + 4 * argc + body.overhead() + body.payload().len() <= MAX_IMMEDIATE
+}
+
+/// A decoded immediate AM, borrowing its payload from the message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Short<'a> {
     pub(crate) handler: u8,
     pub(crate) direction: Direction,
     pub(crate) args: [u32; MAX_ARGS],
     pub(crate) argc: usize,
-    /// A Medium's payload; `None` for a Short.
-    pub(crate) medium: Option<&'a [u8]>,
+    pub(crate) body: Body<'a>,
 }
 
 /// Why a received Short was refused.
@@ -83,37 +115,45 @@ pub(crate) enum ShortError {
     },
 }
 
-/// Encodes a Short, or with `medium` a Medium with that payload, into `out`; returns its
-/// length. `args` has at most [`MAX_ARGS`] entries and a Medium fits ([`medium_fits`]), both
-/// checked by the caller (a payload that does not fit is cut).
+/// Encodes an AM with `body` into `out`; returns its length. `args` has at most [`MAX_ARGS`]
+/// entries and the body fits ([`fits`]), both checked by the caller (a payload that does not
+/// fit is cut).
 pub(crate) fn encode(
     out: &mut [u8; MAX_IMMEDIATE],
     handler: u8,
     direction: Direction,
     args: &[u32],
-    medium: Option<&[u8]>,
+    body: Body<'_>,
 ) -> usize {
     let argc = args.len().min(MAX_ARGS);
-    let at = HEAD + 4 * argc;
-    let payload = medium.map(|p| &p[..p.len().min(MAX_IMMEDIATE - at)]);
+    let mut at = HEAD + 4 * argc;
     out[0] = handler;
     out[1] = if direction == Direction::Request {
         REQUEST
     } else {
         0
-    } | if payload.is_some() { MEDIUM } else { 0 };
+    } | match body {
+        Body::Short => 0,
+        Body::Medium(_) => MEDIUM,
+        Body::Long { .. } => LONG,
+    };
     // At most MAX_ARGS (16).
     out[2] = argc as u8;
     out[3] = 0;
     for (chunk, a) in out[HEAD..].chunks_exact_mut(4).zip(&args[..argc]) {
         chunk.copy_from_slice(&a.to_le_bytes());
     }
-    let p = payload.unwrap_or_default();
+    if let Body::Long { offset, .. } = body {
+        out[at..at + LONG_OFFSET].copy_from_slice(&offset.to_le_bytes());
+        at += LONG_OFFSET;
+    }
+    let p = body.payload();
+    let p = &p[..p.len().min(MAX_IMMEDIATE - at)];
     out[at..at + p.len()].copy_from_slice(p);
     at + p.len()
 }
 
-/// Decodes a received Short (or small Medium).
+/// Decodes a received immediate AM.
 pub(crate) fn decode(b: &[u8]) -> Result<Short<'_>, ShortError> {
     let [handler, flags, argc, reserved] = match b.get(..HEAD) {
         Some(&[h, f, a, r]) => [h, f, a, r],
@@ -124,8 +164,8 @@ pub(crate) fn decode(b: &[u8]) -> Result<Short<'_>, ShortError> {
             })
         }
     };
-    let medium = flags & MEDIUM != 0;
-    if flags & !(REQUEST | MEDIUM) != 0 || reserved != 0 {
+    let kind = flags & !REQUEST;
+    if !matches!(kind, 0 | MEDIUM | LONG) || reserved != 0 {
         return Err(ShortError::BadHeader { flags, reserved });
     }
     let argc = usize::from(argc);
@@ -133,8 +173,10 @@ pub(crate) fn decode(b: &[u8]) -> Result<Short<'_>, ShortError> {
         return Err(ShortError::TooManyArgs(argc));
     }
     let at = HEAD + 4 * argc;
-    // A Short ends with its arguments; a Medium's payload is whatever follows them.
-    if b.len() < at || (!medium && b.len() != at) {
+    // A Short ends with its arguments; a Medium's payload is whatever follows them, a Long's
+    // whatever follows them and its offset.
+    let need = at + if kind == LONG { LONG_OFFSET } else { 0 };
+    if b.len() < need || (kind == 0 && b.len() != at) {
         return Err(ShortError::Length { len: b.len(), argc });
     }
     let mut args = [0u32; MAX_ARGS];
@@ -150,7 +192,18 @@ pub(crate) fn decode(b: &[u8]) -> Result<Short<'_>, ShortError> {
         },
         args,
         argc,
-        medium: medium.then(|| &b[at..]),
+        body: match kind {
+            MEDIUM => Body::Medium(&b[at..]),
+            LONG => {
+                let mut o = [0u8; LONG_OFFSET];
+                o.copy_from_slice(&b[at..need]);
+                Body::Long {
+                    offset: u64::from_le_bytes(o),
+                    payload: &b[need..],
+                }
+            }
+            _ => Body::Short,
+        },
     })
 }
 
@@ -175,9 +228,9 @@ pub(crate) fn put_short_buffer(mut buf: ImmediateBatch) {
 }
 
 impl Inner {
-    /// Sends a checked AM Short, or with `medium` a Medium with that payload (which fits:
-    /// [`medium_fits`]), over the network as an immediate message ([`crate::short`]), waiting
-    /// (polling) while too many to `dest` are unconfirmed.
+    /// Sends a checked AM Short, or a Medium or Long with `body` (which fits: [`fits`]), over
+    /// the network as an immediate message ([`crate::short`]), waiting (polling) while too
+    /// many to `dest` are unconfirmed.
     pub(crate) fn send_short(
         &self,
         call: &'static str,
@@ -185,11 +238,11 @@ impl Inner {
         direction: Direction,
         handler: u8,
         args: &[u32],
-        medium: Option<&[u8]>,
+        body: Body<'_>,
     ) -> Result<(), AmError> {
         const _: () = assert!(SHORT_MAX <= MAX_IMMEDIATE);
         let mut bytes = [0u8; MAX_IMMEDIATE];
-        let len = encode(&mut bytes, handler, direction, args, medium);
+        let len = encode(&mut bytes, handler, direction, args, body);
         let mut watch = self.stall_clock();
         loop {
             // A reply from inside a handler cannot wait (it may not poll): it may exceed the
@@ -231,10 +284,25 @@ impl Inner {
                 Ok(s) => s,
                 Err(e) => self.fatal(&format!("rank {} sent a malformed Short AM: {e}", m.source)),
             };
-            let category = if s.medium.is_some() {
-                Category::Medium
-            } else {
-                Category::Short
+            let (category, long, carried) = match s.body {
+                Body::Short => (Category::Short, None, None),
+                Body::Medium(p) => (Category::Medium, None, Some(p)),
+                Body::Long { offset, payload } => {
+                    // The payload is in the segment before the handler runs, as for a Long
+                    // through the AM portal.
+                    if att.segment.write(offset as usize, payload).is_err() {
+                        self.fatal(&format!(
+                            "rank {} sent a Long AM of {} bytes at offset {offset}, outside this rank's segment",
+                            m.source,
+                            payload.len()
+                        ));
+                    }
+                    (
+                        Category::Long,
+                        Some((offset, payload.len() as u64)),
+                        Some(payload),
+                    )
+                }
             };
             self.dispatch(
                 att,
@@ -243,8 +311,8 @@ impl Inner {
                 category,
                 s.handler,
                 &s.args[..s.argc],
-                None,
-                s.medium,
+                long,
+                carried,
             );
         }
         shorts.clear();
@@ -285,36 +353,76 @@ mod tests {
     #[test]
     fn golden_vector() {
         let mut out = [0u8; MAX_IMMEDIATE];
-        let n = encode(&mut out, 200, Direction::Request, &[1, 0x0403_0201], None);
+        let n = encode(
+            &mut out,
+            200,
+            Direction::Request,
+            &[1, 0x0403_0201],
+            Body::Short,
+        );
         assert_eq!(&out[..n], &[200, 1, 2, 0, 1, 0, 0, 0, 1, 2, 3, 4]);
-        let n = encode(&mut out, 201, Direction::Reply, &[], None);
+        let n = encode(&mut out, 201, Direction::Reply, &[], Body::Short);
         assert_eq!(&out[..n], &[201, 0, 0, 0]);
-        let n = encode(&mut out, 202, Direction::Request, &[7], Some(&[9, 8, 7]));
+        let n = encode(
+            &mut out,
+            202,
+            Direction::Request,
+            &[7],
+            Body::Medium(&[9, 8, 7]),
+        );
         assert_eq!(&out[..n], &[202, 3, 1, 0, 7, 0, 0, 0, 9, 8, 7]);
         let s = decode(&out[..n]).unwrap();
-        assert_eq!(s.medium, Some(&[9u8, 8, 7][..]));
+        assert_eq!(s.body, Body::Medium(&[9, 8, 7]));
         // A Medium with no payload is still a Medium.
-        let n = encode(&mut out, 203, Direction::Reply, &[], Some(&[]));
+        let n = encode(&mut out, 203, Direction::Reply, &[], Body::Medium(&[]));
         assert_eq!(&out[..n], &[203, 2, 0, 0]);
-        assert_eq!(decode(&out[..n]).unwrap().medium, Some(&[][..]));
-        assert!(medium_fits(16, 512) && !medium_fits(16, 517) && medium_fits(0, 580));
-        assert!(!medium_fits(0, 581));
+        assert_eq!(decode(&out[..n]).unwrap().body, Body::Medium(&[]));
+        let long = Body::Long {
+            offset: 0x0102,
+            payload: &[5, 6],
+        };
+        let n = encode(&mut out, 204, Direction::Reply, &[3], long);
+        assert_eq!(
+            &out[..n],
+            &[204, 4, 1, 0, 3, 0, 0, 0, 2, 1, 0, 0, 0, 0, 0, 0, 5, 6]
+        );
+        assert_eq!(decode(&out[..n]).unwrap().body, long);
+        let medium = |n: usize| Body::Medium(&[0; 600][..n]);
+        assert!(fits(16, &medium(512)) && !fits(16, &medium(517)) && fits(0, &medium(580)));
+        assert!(!fits(0, &medium(581)));
+        let long = |n: usize| Body::Long {
+            offset: 0,
+            payload: &[0; 600][..n],
+        };
+        assert!(fits(16, &long(508)) && !fits(16, &long(509)));
     }
 
     #[test]
     fn malformed_shorts_are_refused_with_their_cause() {
         assert_eq!(decode(&[1, 1]), Err(ShortError::Length { len: 2, argc: 0 }));
         assert_eq!(
-            decode(&[1, 4, 0, 0]),
+            decode(&[1, 8, 0, 0]),
             Err(ShortError::BadHeader {
-                flags: 4,
+                flags: 8,
                 reserved: 0
             })
         );
-        // A Medium has at least its arguments.
+        // A Medium has at least its arguments, a Long its offset too.
         assert_eq!(
             decode(&[1, 2, 1, 0, 5]),
             Err(ShortError::Length { len: 5, argc: 1 })
+        );
+        assert_eq!(
+            decode(&[1, 4, 0, 0, 5, 0, 0, 0, 0, 0, 0]),
+            Err(ShortError::Length { len: 11, argc: 0 })
+        );
+        // Medium and Long at once.
+        assert_eq!(
+            decode(&[1, 6, 0, 0]),
+            Err(ShortError::BadHeader {
+                flags: 6,
+                reserved: 0
+            })
         );
         assert_eq!(
             decode(&[1, 0, 0, 9]),
@@ -340,17 +448,24 @@ mod tests {
             handler: u8,
             request: bool,
             args in proptest::collection::vec(any::<u32>(), 0..=16),
-            payload in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..=580)),
+            kind in 0u8..3,
+            offset: u64,
+            payload in proptest::collection::vec(any::<u8>(), 0..=580),
         ) {
             let direction = if request { Direction::Request } else { Direction::Reply };
-            let payload = payload.filter(|p| medium_fits(args.len(), p.len()));
+            let body = match kind {
+                0 => Body::Short,
+                1 => Body::Medium(&payload),
+                _ => Body::Long { offset, payload: &payload },
+            };
+            prop_assume!(fits(args.len(), &body));
             let mut out = [0u8; MAX_IMMEDIATE];
-            let n = encode(&mut out, handler, direction, &args, payload.as_deref());
+            let n = encode(&mut out, handler, direction, &args, body);
             let s = decode(&out[..n]).unwrap();
             prop_assert_eq!(s.handler, handler);
             prop_assert_eq!(s.direction, direction);
             prop_assert_eq!(&s.args[..s.argc], &args[..]);
-            prop_assert_eq!(s.medium, payload.as_deref());
+            prop_assert_eq!(s.body, body);
         }
 
         #[test]
