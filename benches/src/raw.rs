@@ -170,14 +170,17 @@ pub fn udp_baselines(client: &Client, p: &RawParams) -> Result<RawFigures, RawEr
     )?;
     if peers.len() >= 2 && result.is_ok() {
         let tcp = match (rank, listener) {
-            (0, _) => match tcp_peers.get(1) {
-                Some(server) if server.pid != 0 => crate::raw_tcp::send_stream(
-                    SocketAddrV4::new(Ipv4Addr::from(server.nid), server.pid as u16),
+            // Port 0: rank 1 could not listen (its own error says why); a value that is not a
+            // port is a bad address, not something to truncate.
+            (0, _) => match tcp_peers.get(1).map(|s| (s, u16::try_from(s.pid))) {
+                Some((_, Ok(0))) | None => Ok(None),
+                Some((server, Ok(port))) => crate::raw_tcp::send_stream(
+                    SocketAddrV4::new(Ipv4Addr::from(server.nid), port),
                     p.stream_count,
                     p.timeout,
                 )
                 .map(Some),
-                _ => Ok(None),
+                Some((_, Err(_))) => Err(RawError::BadAddress { rank: 1, len: 8 }),
             },
             (1, Some(Ok((l, _)))) => crate::raw_tcp::serve_stream(l, p.timeout).map(|()| None),
             (1, Some(Err(e))) => Err(e),

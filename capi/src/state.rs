@@ -335,15 +335,32 @@ impl Job {
         len: usize,
     ) -> Option<Result<(), CError>> {
         const CALL: &str = "rgasnet_get";
+        let (at, off) = match self.own_segment_get(CALL, rank, addr, local, len)? {
+            Ok(x) => x,
+            Err(e) => return Some(Err(e)),
+        };
+        Some((|| {
+            self.ext(CALL)?.get_to_segment(at, rank, off, len as u64)?;
+            Ok(())
+        })())
+    }
+
+    /// For a get of `len` bytes from (`rank`, `addr`) into `local`: the offsets in this rank's
+    /// own segment and in `rank`'s, when `local` lies in the former and `rank` is another
+    /// rank; `None` for any other get (it takes the general path).
+    fn own_segment_get(
+        &self,
+        call: &str,
+        rank: u32,
+        addr: u64,
+        local: u64,
+        len: usize,
+    ) -> Option<Result<(u64, u64), CError>> {
         let at = self.own_segment_offset(local as *const u8, len)?;
         if rank == self.client.rank() {
             return None;
         }
-        Some((|| {
-            let off = self.offset(CALL, rank, addr, len)?;
-            self.ext(CALL)?.get_to_segment(at, rank, off, len as u64)?;
-            Ok(())
-        })())
+        Some(self.offset(call, rank, addr, len).map(|off| (at, off)))
     }
 
     /// [`Job::get_to_own_segment`] with an explicit handle: a large get into this rank's own
@@ -357,12 +374,11 @@ impl Job {
         len: usize,
     ) -> Option<Result<u64, CError>> {
         const CALL: &str = "rgasnet_get_nb";
-        let at = self.own_segment_offset(local as *const u8, len)?;
-        if rank == self.client.rank() {
-            return None;
-        }
+        let (at, off) = match self.own_segment_get(CALL, rank, addr, local, len)? {
+            Ok(x) => x,
+            Err(e) => return Some(Err(e)),
+        };
         Some((|| {
-            let off = self.offset(CALL, rank, addr, len)?;
             let h = self
                 .ext(CALL)?
                 .get_nb_to_segment(at, rank, off, len as u64)?;
