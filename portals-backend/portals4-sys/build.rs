@@ -1,5 +1,9 @@
 //! Finds libportals (`PORTALS4_DIR`, else pkg-config's `portals4`), links it and generates the
 //! bindings of `portals4.h`, allowlisted to the Portals names.
+//!
+//! With the feature `header-only` it reads the header alone (`PORTALS4_INCLUDE`, the directory
+//! holding `portals4.h`, else `PORTALS4_DIR/include`) and links nothing: the types of a crate
+//! that *implements* the API (rgasnet's own `libportals`), which must never link another one.
 
 use std::path::{Path, PathBuf};
 
@@ -15,7 +19,46 @@ fn fail(msg: &str) -> ! {
 
 fn main() {
     println!("cargo:rerun-if-env-changed=PORTALS4_DIR");
-    let include = match std::env::var_os("PORTALS4_DIR") {
+    println!("cargo:rerun-if-env-changed=PORTALS4_INCLUDE");
+    let include = if std::env::var_os("CARGO_FEATURE_HEADER_ONLY").is_some() {
+        header_only()
+    } else {
+        find_library()
+    };
+    generate(&include);
+}
+
+/// The header's directory for a build that links nothing.
+fn header_only() -> PathBuf {
+    let include = match (
+        std::env::var_os("PORTALS4_INCLUDE"),
+        std::env::var_os("PORTALS4_DIR"),
+    ) {
+        (Some(inc), _) => PathBuf::from(inc),
+        (None, Some(dir)) => PathBuf::from(dir).join("include"),
+        (None, None) => fail_header(
+            "PORTALS4_INCLUDE is not set (the directory holding the standard portals4.h, e.g. \
+             the include/ of the Portals 4 release tarball; scripts/libportals.sh sets it)",
+        ),
+    };
+    if !include.join("portals4.h").is_file() {
+        fail_header(&format!(
+            "{} has no portals4.h; set PORTALS4_INCLUDE to the directory that holds it",
+            include.display()
+        ));
+    }
+    include
+}
+
+/// One clear line naming the fix for a header-only build, then a failed build.
+fn fail_header(msg: &str) -> ! {
+    eprintln!("error: portals4-sys (header-only): {msg}");
+    std::process::exit(1);
+}
+
+/// Finds and links libportals; returns its include directory.
+fn find_library() -> PathBuf {
+    match std::env::var_os("PORTALS4_DIR") {
         Some(dir) => {
             let dir = PathBuf::from(dir);
             let include = dir.join("include");
@@ -53,7 +96,11 @@ fn main() {
                 fail("libportals not found (PORTALS4_DIR is not set, no pkg-config portals4)")
             }
         },
-    };
+    }
+}
+
+/// Writes the bindings of `include/portals4.h` to `OUT_DIR/bindings.rs`.
+fn generate(include: &Path) {
     let header = include.join("portals4.h");
     println!("cargo:rerun-if-changed={}", header.display());
     let bindings = bindgen::Builder::default()
@@ -62,6 +109,9 @@ fn main() {
         .allowlist_function("Ptl.*")
         .allowlist_type("ptl_.*")
         .allowlist_var("PTL_.*")
+        // The option bits of portals4.h are `1 << ENUM_VALUE` macros that bindgen cannot
+        // evaluate; their enums give the shifts.
+        .allowlist_type("ni_types|ni_features|pt_options|md_options|mele_options|me_options")
         .derive_default(true)
         .layout_tests(true)
         .generate_comments(false)

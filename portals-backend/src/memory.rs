@@ -58,6 +58,8 @@ pub struct Region {
 struct RegionInner {
     memory: Box<dyn Memory>,
     len: usize,
+    /// What events report as the address of byte 0 ([`Region::origin`]).
+    origin: u64,
 }
 
 /// Storage behind a [`Region`]: a run of 64-bit atomic words. The heap (the default) is one;
@@ -152,6 +154,7 @@ impl Region {
             inner: Arc::new(RegionInner {
                 memory: Box::new(HeapMemory(words)),
                 len,
+                origin: 0,
             }),
         }
     }
@@ -167,6 +170,7 @@ impl Region {
             inner: Arc::new(RegionInner {
                 memory: Box::new(HeapMemory(v.into_boxed_slice())),
                 len,
+                origin: 0,
             }),
         })
     }
@@ -174,12 +178,30 @@ impl Region {
     /// A region of `len` bytes over `memory` (which must hold at least `len.div_ceil(8)`
     /// words; `None` otherwise).
     pub fn with_memory(memory: Box<dyn Memory>, len: usize) -> Option<Self> {
+        Self::with_memory_at(memory, len, 0)
+    }
+
+    /// As [`Region::with_memory`], with an origin: the number that events report as the
+    /// address of the region's byte 0 (their `start` is the origin plus the offset). A C
+    /// library over the engine sets it to the C address of the memory, so that events carry
+    /// the pointers its callers expect.
+    pub fn with_memory_at(memory: Box<dyn Memory>, len: usize, origin: u64) -> Option<Self> {
         if memory.words().len() < len.div_ceil(8) {
             return None;
         }
         Some(Region {
-            inner: Arc::new(RegionInner { memory, len }),
+            inner: Arc::new(RegionInner {
+                memory,
+                len,
+                origin,
+            }),
         })
+    }
+
+    /// What events report as the address of byte 0: 0 unless the region was built with
+    /// [`Region::with_memory_at`].
+    pub fn origin(&self) -> u64 {
+        self.inner.origin
     }
 
     /// A new region holding a copy of `bytes`.

@@ -455,7 +455,8 @@ pub enum NiFail {
 pub struct Event {
     /// What happened.
     pub kind: EventKind,
-    /// Offset in the entry's or MD's [`crate::Region`] where the data landed / came from.
+    /// Offset in the entry's or MD's [`crate::Region`] where the data landed / came from, plus
+    /// the region's [origin](crate::Region::origin) (0 unless the region was given one).
     pub start: u64,
     /// The user pointer of the entry (target events) or of the operation (initiator events).
     pub user_ptr: u64,

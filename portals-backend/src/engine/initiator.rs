@@ -458,13 +458,14 @@ impl Engine {
     ) -> PtlResult<()> {
         let m = self.mds.get("send", md)?;
         let start = m.offset + off;
+        let origin = m.region.origin();
         let (eq, ct, opts) = (m.eq, m.ct, m.options);
         let eq = eq.filter(|_| {
             !opts.intersects(MdOptions::EVENT_SEND_DISABLE | MdOptions::EVENT_SUCCESS_DISABLE)
         });
         if let Some(eq) = eq {
             let mut ev = event();
-            ev.start = start;
+            ev.start = origin.wrapping_add(start);
             self.post(eq, ev);
         }
         if let (Some(ct), true) = (ct, opts.contains(MdOptions::EVENT_CT_SEND)) {
@@ -584,7 +585,7 @@ impl Engine {
         } else {
             EventKind::Ack
         });
-        ev.start = start;
+        ev.start = m.region.origin().wrapping_add(start);
         ev.user_ptr = op.user_ptr;
         ev.hdr_data = op.hdr_data;
         ev.match_bits = op.match_bits;

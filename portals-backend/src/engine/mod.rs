@@ -25,6 +25,7 @@ mod initiator;
 pub mod objects;
 mod resources;
 mod target;
+pub mod unexpected;
 
 #[cfg(test)]
 mod tests;

@@ -53,6 +53,9 @@ pub(crate) struct PtState {
     pub(crate) enabled: bool,
     pub(crate) priority: Vec<MeHandle>,
     pub(crate) overflow: Vec<MeHandle>,
+    /// Headers of operations that landed in overflow-list entries, oldest first, until an
+    /// appended priority entry or a search takes them ([`super::unexpected`]).
+    pub(crate) unexpected: VecDeque<super::unexpected::UnexpectedHeader>,
 }
 
 impl PtState {
@@ -313,6 +316,8 @@ pub struct EngineStats {
     pub bad_initiator: u64,
     /// Events lost because their EQ was full.
     pub eq_overflows: u64,
+    /// Headers not recorded because an unexpected list was full.
+    pub unexpected_dropped: u64,
     /// Events posted to event queues (a driver can tell from it that a message produced work).
     pub events_posted: u64,
     /// Operations failed because their peer was declared failed.

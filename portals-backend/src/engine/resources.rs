@@ -29,7 +29,7 @@ impl Engine {
         Ok(())
     }
 
-    fn check_ct(&self, call: &'static str, ni: NiHandle, ct: CtHandle) -> PtlResult<()> {
+    pub(super) fn check_ct(&self, call: &'static str, ni: NiHandle, ct: CtHandle) -> PtlResult<()> {
         if self.cts.get(call, ct)?.ni != ni {
             return Err(PtlError::arg(call, "the CT belongs to another NI"));
         }
@@ -88,12 +88,13 @@ impl Engine {
             enabled: !options.contains(PtOptions::ALLOC_DISABLED),
             priority: Vec::new(),
             overflow: Vec::new(),
+            unexpected: std::collections::VecDeque::new(),
         });
         self.eq_ref(eq, 1);
         Ok(index)
     }
 
-    fn pt_mut(
+    pub(super) fn pt_mut(
         &mut self,
         call: &'static str,
         ni: NiHandle,
@@ -115,6 +116,8 @@ impl Engine {
                 what: "portal table entry with attached entries",
             });
         }
+        // Headers still on the unexpected list go with the PT (their data lay in overflow
+        // entries, which are gone already).
         let eq = pt.eq;
         self.ni_mut("pt_free", ni)?.pts[index as usize] = None;
         self.eq_ref(eq, -1);
@@ -503,6 +506,9 @@ impl Engine {
                 self.post(eq, ev);
             }
         }
+        if list == ListKind::Priority {
+            self.take_unexpected_for(h);
+        }
         Ok(h)
     }
 
@@ -533,6 +539,11 @@ impl Engine {
     /// target operation to completion inside one call, so no operation is mid-way on it.
     pub fn me_unlink(&mut self, me: MeHandle) -> PtlResult<()> {
         self.unlink("me_unlink", me).map(|_| ())
+    }
+
+    /// Whether a match or list entry is still linked (neither unlinked nor auto-unlinked).
+    pub fn entry_linked(&self, h: MeHandle) -> bool {
+        self.entries.get("entry_linked", h).is_ok()
     }
 
     /// Unlinks a list entry; see [`Engine::me_unlink`].

@@ -60,7 +60,8 @@ pub(super) fn id_matches(id: ProcessId, from: PhysId, rank: Option<Rank>) -> boo
     }
 }
 
-fn permits(options: MeOptions, op: OpKind) -> bool {
+/// Whether an entry's options allow the operation.
+pub(super) fn permits(options: MeOptions, op: OpKind) -> bool {
     match op {
         OpKind::Put | OpKind::Atomic => options.contains(MeOptions::OP_PUT),
         OpKind::Get => options.contains(MeOptions::OP_GET),
@@ -70,17 +71,16 @@ fn permits(options: MeOptions, op: OpKind) -> bool {
     }
 }
 
-fn comm_kind(op: OpKind, list: ListKind) -> EventKind {
-    let over = list == ListKind::Overflow;
-    match (op, over) {
-        (OpKind::Put, false) => EventKind::Put,
-        (OpKind::Put, true) => EventKind::PutOverflow,
-        (OpKind::Get, false) => EventKind::Get,
-        (OpKind::Get, true) => EventKind::GetOverflow,
-        (OpKind::Atomic, false) => EventKind::Atomic,
-        (OpKind::Atomic, true) => EventKind::AtomicOverflow,
-        (OpKind::FetchAtomic | OpKind::Swap, false) => EventKind::FetchAtomic,
-        (OpKind::FetchAtomic | OpKind::Swap, true) => EventKind::FetchAtomicOverflow,
+/// The event of an operation arriving in an entry, on either list: an entry of the overflow
+/// list reports it as an arrival too (with `list` = overflow); the `*_OVERFLOW` kinds are for
+/// a later entry that matches the header it left on the unexpected list
+/// ([`super::unexpected`]).
+fn comm_kind(op: OpKind) -> EventKind {
+    match op {
+        OpKind::Put => EventKind::Put,
+        OpKind::Get => EventKind::Get,
+        OpKind::Atomic => EventKind::Atomic,
+        OpKind::FetchAtomic | OpKind::Swap => EventKind::FetchAtomic,
     }
 }
 
@@ -261,10 +261,8 @@ impl Engine {
             return refuse(NiFail::Dropped, SR_DROP);
         };
         let o = e.options;
-        let overflow_quiet =
-            list == ListKind::Overflow && o.contains(MeOptions::EVENT_OVER_DISABLE);
-        let comm_event = !overflow_quiet
-            && !o.intersects(MeOptions::EVENT_COMM_DISABLE | MeOptions::EVENT_SUCCESS_DISABLE);
+        let comm_event =
+            !o.intersects(MeOptions::EVENT_COMM_DISABLE | MeOptions::EVENT_SUCCESS_DISABLE);
         let unlink = o.contains(MeOptions::USE_ONCE)
             || (o.contains(MeOptions::MANAGE_LOCAL) && e.length - (offset + mlength) < e.min_free);
         let unlink_event = unlink && !o.contains(MeOptions::EVENT_UNLINK_DISABLE);
@@ -341,7 +339,9 @@ impl Engine {
         if options.contains(MeOptions::MANAGE_LOCAL) {
             e.local_offset = m.offset + m.mlength;
         }
-        let start = e.offset + m.offset;
+        // What the event reports: the region's origin (0, or the C address of its memory)
+        // plus the offset.
+        let start = e.region.origin().wrapping_add(e.offset + m.offset);
         // Borrowed, not cloned: an `Arc` clone and drop per message were two locked
         // instructions on the target's path.
         let region = &e.region;
@@ -409,7 +409,7 @@ impl Engine {
 
         if let (Some(eq), true) = (m.eq, m.comm_event) {
             let ev = Event {
-                kind: comm_kind(h.op, m.list),
+                kind: comm_kind(h.op),
                 start,
                 user_ptr,
                 hdr_data: h.hdr_data,
@@ -427,11 +427,10 @@ impl Engine {
             };
             self.post(eq, ev);
         }
-        let ct_flag = match m.list {
-            ListKind::Priority => MeOptions::EVENT_CT_COMM,
-            ListKind::Overflow => MeOptions::EVENT_CT_OVERFLOW,
-        };
-        if let (Some(ct), true) = (ct, options.contains(ct_flag)) {
+        if m.list == ListKind::Overflow && !options.contains(MeOptions::UNEXPECTED_HDR_DISABLE) {
+            self.record_unexpected(m.ni, h, m.initiator, from, start, m.mlength, m.offset);
+        }
+        if let (Some(ct), true) = (ct, options.contains(MeOptions::EVENT_CT_COMM)) {
             let bytes = options
                 .contains(MeOptions::EVENT_CT_BYTES)
                 .then_some(m.mlength);

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::Interface;
+use crate::engine::unexpected::{SearchOp, SearchSpec};
 use crate::engine::{
     AtomicArgs, CtHandle, EqGet, EqHandle, FetchArgs, GetArgs, LeHandle, LeSpec, LostImmediates,
     MdHandle, MdSpec, MeHandle, MeSpec, NiHandle, PutArgs,
@@ -259,6 +260,22 @@ impl Ni {
     ) -> PtlResult<LeHandle> {
         self.iface
             .with_engine(|e| e.le_append(self.handle, pt_index, spec, list, user_ptr))
+    }
+    /// Searches the unexpected list of `pt_index` (`PtlMESearch`, `PtlLESearch`; see
+    /// [`crate::engine::unexpected`]).
+    pub fn search(
+        &self,
+        pt_index: PtIndex,
+        spec: SearchSpec,
+        op: SearchOp,
+        user_ptr: u64,
+    ) -> PtlResult<()> {
+        self.iface
+            .with_engine(|e| e.search(self.handle, pt_index, spec, op, user_ptr))
+    }
+    /// Whether a match or list entry is still linked (neither unlinked nor auto-unlinked).
+    pub fn entry_linked(&self, me: MeHandle) -> bool {
+        self.iface.lock().stack.engine.entry_linked(me)
     }
     /// Unlinks a match entry (`PtlMEUnlink`).
     pub fn me_unlink(&self, me: MeHandle) -> PtlResult<()> {

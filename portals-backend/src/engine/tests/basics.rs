@@ -373,7 +373,8 @@ fn event_suppression_options() {
     let tct = net.ct(1);
     let base = MeOptions::OP_PUT | MeOptions::EVENT_CT_COMM | MeOptions::EVENT_CT_OVERFLOW;
     // bits 1: no LINK, no COMM event but counted. bits 2: no success events.
-    // bits 3: USE_ONCE without AUTO_UNLINK event. bits 4 (overflow): no overflow event.
+    // bits 3: USE_ONCE without AUTO_UNLINK event. bits 4 (overflow): an arrival in an
+    // overflow entry is a communication event too (counted with CT_COMM).
     let cases = [
         (
             1,
@@ -392,7 +393,9 @@ fn event_suppression_options() {
         ),
         (
             4,
-            MeOptions::EVENT_LINK_DISABLE | MeOptions::EVENT_OVER_DISABLE,
+            MeOptions::EVENT_LINK_DISABLE
+                | MeOptions::EVENT_COMM_DISABLE
+                | MeOptions::EVENT_OVER_DISABLE,
             ListKind::Overflow,
         ),
     ];

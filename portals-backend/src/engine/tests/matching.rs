@@ -246,19 +246,53 @@ fn priority_before_overflow_and_use_once() {
         ]
     );
     assert_eq!(prio.to_vec(0, 4).unwrap(), vec![5; 4]);
-    // USE_ONCE is gone: the overflow entry takes the next one, with an *_OVERFLOW event.
+    // USE_ONCE is gone: the overflow entry takes the next one, reported as a PUT on the
+    // overflow list; its header waits on the unexpected list.
     src.write(0, &[6; 4]).unwrap();
     put_acked(&mut net, md, eq_i, 4, 0, 0);
     let evs = net.events(1, eq_t);
     assert_eq!(evs.len(), 1);
     assert_eq!(
         (evs[0].kind, evs[0].list, evs[0].user_ptr),
-        (EventKind::PutOverflow, ListKind::Overflow, 1)
+        (EventKind::Put, ListKind::Overflow, 1)
     );
     assert_eq!(
         (over.to_vec(0, 4).unwrap(), prio.to_vec(0, 4).unwrap()),
         (vec![6; 4], vec![5; 4])
     );
+    // A use-once priority entry appended now matches that header: LINK, PUT_OVERFLOW (the
+    // data where it landed, in the overflow entry) and AUTO_UNLINK, in that order.
+    let late = Region::new(4);
+    net.me(
+        1,
+        0,
+        me_spec(&late, 0, MeOptions::OP_PUT | MeOptions::USE_ONCE),
+        ListKind::Priority,
+        3,
+    );
+    let evs = net.events(1, eq_t);
+    let kinds: Vec<(EventKind, u64, ListKind)> =
+        evs.iter().map(|e| (e.kind, e.user_ptr, e.list)).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (EventKind::Link, 3, ListKind::Priority),
+            (EventKind::PutOverflow, 3, ListKind::Overflow),
+            (EventKind::AutoUnlink, 3, ListKind::Priority),
+        ]
+    );
+    assert_eq!((evs[1].start, evs[1].mlength, evs[1].rlength), (0, 4, 4));
+    assert_eq!(late.to_vec(0, 4).unwrap(), vec![0; 4], "the data stays where it landed");
+    // The header is gone: another entry matches nothing.
+    net.me(
+        1,
+        0,
+        me_spec(&late, 0, MeOptions::OP_PUT | MeOptions::USE_ONCE),
+        ListKind::Priority,
+        4,
+    );
+    let kinds: Vec<EventKind> = net.events(1, eq_t).iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, vec![EventKind::Link]);
 }
 
 #[test]

@@ -1,0 +1,340 @@
+//! Data movement (put, get, atomics), and the calls the engine does not offer yet
+//! (triggered operations, searches), which fail with a code instead of being absent.
+
+use super::*;
+
+/// The NI and engine handle of an MD.
+fn md_of(md_handle: u32) -> Result<(Ni, rgasnet_portals::engine::MdHandle), Code> {
+    let lib = lib_read()?;
+    let o = lib.mds.get(md_handle).ok_or(ARG_INVALID)?;
+    Ok((ni_for(&lib, md_handle)?, o.h))
+}
+
+/// Sends `length` bytes at `local_offset` of an MD to a target's portal table entry.
+#[no_mangle]
+pub extern "C" fn PtlPut(
+    md_handle: c::ptl_handle_md_t,
+    local_offset: c::ptl_size_t,
+    length: c::ptl_size_t,
+    ack_req: c::ptl_ack_req_t,
+    target_id: c::ptl_process_t,
+    pt_index: c::ptl_pt_index_t,
+    match_bits: c::ptl_match_bits_t,
+    remote_offset: c::ptl_size_t,
+    user_ptr: *mut c_void,
+    hdr_data: c::ptl_hdr_data_t,
+) -> c_int {
+    guard("PtlPut", || {
+        let (ni, md) = md_of(md_handle)?;
+        let args = PutArgs {
+            md,
+            local_offset,
+            length,
+            ack_req: cv::ack_req(ack_req).ok_or(ARG_INVALID)?,
+            remote: RemoteAddr {
+                target: target(&ni, target_id),
+                pt_index,
+                match_bits,
+                remote_offset,
+            },
+            user_ptr: user_ptr as u64,
+            hdr_data,
+        };
+        ni.put(&args).map_err(fail)
+    })
+}
+
+/// Fetches `length` bytes from a target's portal table entry into an MD.
+#[no_mangle]
+pub extern "C" fn PtlGet(
+    md_handle: c::ptl_handle_md_t,
+    local_offset: c::ptl_size_t,
+    length: c::ptl_size_t,
+    target_id: c::ptl_process_t,
+    pt_index: c::ptl_pt_index_t,
+    match_bits: c::ptl_match_bits_t,
+    remote_offset: c::ptl_size_t,
+    user_ptr: *mut c_void,
+) -> c_int {
+    guard("PtlGet", || {
+        let (ni, md) = md_of(md_handle)?;
+        let args = GetArgs {
+            md,
+            local_offset,
+            length,
+            remote: RemoteAddr {
+                target: target(&ni, target_id),
+                pt_index,
+                match_bits,
+                remote_offset,
+            },
+            user_ptr: user_ptr as u64,
+        };
+        ni.get(&args).map_err(fail)
+    })
+}
+
+/// An atomic operation on a target's memory with an MD's data as the operand.
+#[no_mangle]
+pub extern "C" fn PtlAtomic(
+    md_handle: c::ptl_handle_md_t,
+    local_offset: c::ptl_size_t,
+    length: c::ptl_size_t,
+    ack_req: c::ptl_ack_req_t,
+    target_id: c::ptl_process_t,
+    pt_index: c::ptl_pt_index_t,
+    match_bits: c::ptl_match_bits_t,
+    remote_offset: c::ptl_size_t,
+    user_ptr: *mut c_void,
+    hdr_data: c::ptl_hdr_data_t,
+    operation: c::ptl_op_t,
+    datatype: c::ptl_datatype_t,
+) -> c_int {
+    guard("PtlAtomic", || {
+        let (ni, md) = md_of(md_handle)?;
+        let args = AtomicArgs {
+            md,
+            local_offset,
+            length,
+            ack_req: cv::ack_req(ack_req).ok_or(ARG_INVALID)?,
+            remote: RemoteAddr {
+                target: target(&ni, target_id),
+                pt_index,
+                match_bits,
+                remote_offset,
+            },
+            user_ptr: user_ptr as u64,
+            hdr_data,
+            op: cv::atomic_op(operation).ok_or(ARG_INVALID)?,
+            datatype: cv::datatype(datatype).ok_or(ARG_INVALID)?,
+        };
+        ni.atomic(&args).map_err(fail)
+    })
+}
+
+/// The arguments shared by fetch-atomic and swap; `operand` is the swap's compare/mask value.
+#[allow(clippy::too_many_arguments)]
+fn fetch(
+    swap: bool,
+    get_md_handle: u32,
+    local_get_offset: u64,
+    put_md_handle: u32,
+    local_put_offset: u64,
+    length: u64,
+    target_id: c::ptl_process_t,
+    remote: (u32, u64, u64),
+    user_ptr: *mut c_void,
+    hdr_data: u64,
+    operand: &[u8],
+    operation: u8,
+    datatype: u8,
+) -> R {
+    let (ni, get_md) = md_of(get_md_handle)?;
+    let (put_ni, put_md) = md_of(put_md_handle)?;
+    if put_ni.handle() != ni.handle() {
+        return Err(ARG_INVALID);
+    }
+    let (pt_index, match_bits, remote_offset) = remote;
+    let args = FetchArgs {
+        get_md,
+        get_offset: local_get_offset,
+        put_md,
+        put_offset: local_put_offset,
+        length,
+        remote: RemoteAddr {
+            target: target(&ni, target_id),
+            pt_index,
+            match_bits,
+            remote_offset,
+        },
+        user_ptr: user_ptr as u64,
+        hdr_data,
+        operand,
+        op: cv::atomic_op(operation).ok_or(ARG_INVALID)?,
+        datatype: cv::datatype(datatype).ok_or(ARG_INVALID)?,
+    };
+    if swap {
+        ni.swap(&args).map_err(fail)
+    } else {
+        ni.fetch_atomic(&args).map_err(fail)
+    }
+}
+
+/// An atomic operation that also returns the target's prior value into `get_md`.
+#[no_mangle]
+pub extern "C" fn PtlFetchAtomic(
+    get_md_handle: c::ptl_handle_md_t,
+    local_get_offset: c::ptl_size_t,
+    put_md_handle: c::ptl_handle_md_t,
+    local_put_offset: c::ptl_size_t,
+    length: c::ptl_size_t,
+    target_id: c::ptl_process_t,
+    pt_index: c::ptl_pt_index_t,
+    match_bits: c::ptl_match_bits_t,
+    remote_offset: c::ptl_size_t,
+    user_ptr: *mut c_void,
+    hdr_data: c::ptl_hdr_data_t,
+    operation: c::ptl_op_t,
+    datatype: c::ptl_datatype_t,
+) -> c_int {
+    guard("PtlFetchAtomic", || {
+        fetch(
+            false,
+            get_md_handle,
+            local_get_offset,
+            put_md_handle,
+            local_put_offset,
+            length,
+            target_id,
+            (pt_index, match_bits, remote_offset),
+            user_ptr,
+            hdr_data,
+            &[],
+            operation,
+            datatype,
+        )
+    })
+}
+
+/// A swap (plain, conditional or masked) that returns the target's prior value.
+#[no_mangle]
+pub extern "C" fn PtlSwap(
+    get_md_handle: c::ptl_handle_md_t,
+    local_get_offset: c::ptl_size_t,
+    put_md_handle: c::ptl_handle_md_t,
+    local_put_offset: c::ptl_size_t,
+    length: c::ptl_size_t,
+    target_id: c::ptl_process_t,
+    pt_index: c::ptl_pt_index_t,
+    match_bits: c::ptl_match_bits_t,
+    remote_offset: c::ptl_size_t,
+    user_ptr: *mut c_void,
+    hdr_data: c::ptl_hdr_data_t,
+    operand: *const c_void,
+    operation: c::ptl_op_t,
+    datatype: c::ptl_datatype_t,
+) -> c_int {
+    guard("PtlSwap", || {
+        let size = cv::datatype(datatype).ok_or(ARG_INVALID)?.size();
+        let op = cv::atomic_op(operation).ok_or(ARG_INVALID)?;
+        // A plain swap ignores the operand (it may be NULL); the others read one element.
+        let operand: &[u8] = if op == rgasnet_portals::types::AtomicOp::Swap || operand.is_null() {
+            &[]
+        } else {
+            // SAFETY: non-null (checked); the API's contract: `operand` points to one
+            // element of `datatype`, readable for the call.
+            unsafe { std::slice::from_raw_parts(operand.cast::<u8>(), size) }
+        };
+        fetch(
+            true,
+            get_md_handle,
+            local_get_offset,
+            put_md_handle,
+            local_put_offset,
+            length,
+            target_id,
+            (pt_index, match_bits, remote_offset),
+            user_ptr,
+            hdr_data,
+            operand,
+            operation,
+            datatype,
+        )
+    })
+}
+
+/// Atomics are coherent with every other access the engine makes: nothing to wait for.
+#[no_mangle]
+pub extern "C" fn PtlAtomicSync() -> c_int {
+    guard("PtlAtomicSync", || lib_read().map(|_| ()))
+}
+
+/// Bundles are a hint; the engine sends as soon as it can either way.
+#[no_mangle]
+pub extern "C" fn PtlStartBundle(ni_handle: c::ptl_handle_ni_t) -> c_int {
+    guard("PtlStartBundle", || {
+        ni_of_handle(&*lib_read()?, ni_handle).map(|_| ())
+    })
+}
+
+/// See [`PtlStartBundle`].
+#[no_mangle]
+pub extern "C" fn PtlEndBundle(ni_handle: c::ptl_handle_ni_t) -> c_int {
+    guard("PtlEndBundle", || {
+        ni_of_handle(&*lib_read()?, ni_handle).map(|_| ())
+    })
+}
+
+/// `PTL_OK` when two handles name the same object, `PTL_FAIL` otherwise.
+#[no_mangle]
+pub extern "C" fn PtlHandleIsEqual(
+    handle1: c::ptl_handle_any_t,
+    handle2: c::ptl_handle_any_t,
+) -> c_int {
+    if handle1 == handle2 {
+        OK
+    } else {
+        FAIL
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Not offered by the engine yet: triggered operations (the NI's max_triggered_ops is 0, so
+// each is PTL_NO_SPACE).
+
+macro_rules! unsupported {
+    ($(#[$doc:meta] $name:ident($($arg:ident: $ty:ty),*) => $code:expr;)*) => {$(
+        #[$doc]
+        #[no_mangle]
+        pub extern "C" fn $name($($arg: $ty),*) -> c_int {
+            $(let _ = $arg;)*
+            guard(stringify!($name), || lib_read().and(Err($code)))
+        }
+    )*};
+}
+
+unsupported! {
+    /// Not supported (no triggered operations): `PTL_NO_SPACE`.
+    PtlTriggeredPut(a: c::ptl_handle_md_t, b: c::ptl_size_t, c_: c::ptl_size_t,
+        d: c::ptl_ack_req_t, e: c::ptl_process_t, f: c::ptl_pt_index_t,
+        g: c::ptl_match_bits_t, h: c::ptl_size_t, i: *mut c_void, j: c::ptl_hdr_data_t,
+        k: c::ptl_handle_ct_t, l: c::ptl_size_t) => cv::NO_SPACE;
+    /// Not supported (no triggered operations): `PTL_NO_SPACE`.
+    PtlTriggeredGet(a: c::ptl_handle_md_t, b: c::ptl_size_t, c_: c::ptl_size_t,
+        d: c::ptl_process_t, e: c::ptl_pt_index_t, f: c::ptl_match_bits_t,
+        g: c::ptl_size_t, h: *mut c_void, i: c::ptl_handle_ct_t, j: c::ptl_size_t)
+        => cv::NO_SPACE;
+    /// Not supported (no triggered operations): `PTL_NO_SPACE`.
+    PtlTriggeredAtomic(a: c::ptl_handle_md_t, b: c::ptl_size_t, c_: c::ptl_size_t,
+        d: c::ptl_ack_req_t, e: c::ptl_process_t, f: c::ptl_pt_index_t,
+        g: c::ptl_match_bits_t, h: c::ptl_size_t, i: *mut c_void, j: c::ptl_hdr_data_t,
+        k: c::ptl_op_t, l: c::ptl_datatype_t, m: c::ptl_handle_ct_t, n: c::ptl_size_t)
+        => cv::NO_SPACE;
+    /// Not supported (no triggered operations): `PTL_NO_SPACE`.
+    PtlTriggeredFetchAtomic(a: c::ptl_handle_md_t, b: c::ptl_size_t,
+        c_: c::ptl_handle_md_t, d: c::ptl_size_t, e: c::ptl_size_t, f: c::ptl_process_t,
+        g: c::ptl_pt_index_t, h: c::ptl_match_bits_t, i: c::ptl_size_t, j: *mut c_void,
+        k: c::ptl_hdr_data_t, l: c::ptl_op_t, m: c::ptl_datatype_t, n: c::ptl_handle_ct_t,
+        o: c::ptl_size_t) => cv::NO_SPACE;
+    /// Not supported (no triggered operations): `PTL_NO_SPACE`.
+    PtlTriggeredSwap(a: c::ptl_handle_md_t, b: c::ptl_size_t, c_: c::ptl_handle_md_t,
+        d: c::ptl_size_t, e: c::ptl_size_t, f: c::ptl_process_t, g: c::ptl_pt_index_t,
+        h: c::ptl_match_bits_t, i: c::ptl_size_t, j: *mut c_void, k: c::ptl_hdr_data_t,
+        l: *const c_void, m: c::ptl_op_t, n: c::ptl_datatype_t, o: c::ptl_handle_ct_t,
+        p: c::ptl_size_t) => cv::NO_SPACE;
+    /// Not supported (no triggered operations): `PTL_NO_SPACE`.
+    PtlTriggeredCTInc(a: c::ptl_handle_ct_t, b: c::ptl_ct_event_t, c_: c::ptl_handle_ct_t,
+        d: c::ptl_size_t) => cv::NO_SPACE;
+    /// Not supported (no triggered operations): `PTL_NO_SPACE`.
+    PtlTriggeredCTSet(a: c::ptl_handle_ct_t, b: c::ptl_ct_event_t, c_: c::ptl_handle_ct_t,
+        d: c::ptl_size_t) => cv::NO_SPACE;
+    /// Not supported (no triggered operations): `PTL_NO_SPACE`.
+    PtlTriggeredMEAppend(a: c::ptl_handle_ni_t, b: c::ptl_pt_index_t, c_: *const c::ptl_me_t,
+        d: c::ptl_list_t, e: *mut c_void, f: *mut c::ptl_handle_me_t,
+        g: c::ptl_handle_ct_t, h: c::ptl_size_t) => cv::NO_SPACE;
+    /// Not supported (no triggered operations): `PTL_NO_SPACE`.
+    PtlTriggeredMEUnlink(a: c::ptl_handle_me_t, b: c::ptl_handle_ct_t, c_: c::ptl_size_t)
+        => cv::NO_SPACE;
+    /// Nothing to cancel (no triggered operations): `PTL_OK` for a live CT.
+    PtlCTCancelTriggered(a: c::ptl_handle_ct_t) => OK;
+}
