@@ -161,7 +161,7 @@ pub struct NiLimits {
     pub max_iovecs: u32,
     /// Maximum length of a list on one PT.
     pub max_list_size: u32,
-    /// Maximum number of triggered operations (none are supported).
+    /// Maximum number of triggered operations waiting at once.
     pub max_triggered_ops: u32,
     /// Largest put/get in bytes.
     pub max_msg_size: u64,
@@ -188,7 +188,7 @@ impl Default for NiLimits {
             max_pt_index: 63,
             max_iovecs: 0,
             max_list_size: 1 << 16,
-            max_triggered_ops: 0,
+            max_triggered_ops: 1024,
             max_msg_size: 1 << 30,
             max_atomic_size: 1 << 16,
             max_fetch_atomic_size: 1 << 16,

@@ -31,6 +31,9 @@ impl Engine {
             } else {
                 c.value.failure = c.value.failure.wrapping_add(1);
             }
+            if !c.triggers.is_empty() {
+                self.ct_changed(ct);
+            }
         }
     }
 }

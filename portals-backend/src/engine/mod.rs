@@ -25,6 +25,7 @@ mod initiator;
 pub mod objects;
 mod resources;
 mod target;
+pub mod triggered;
 pub mod unexpected;
 
 #[cfg(test)]
@@ -62,6 +63,7 @@ pub fn max_limits() -> NiLimits {
     NiLimits {
         max_pt_index: 255,
         max_eqs: 1 << 12,
+        max_triggered_ops: 1 << 16,
         max_msg_size: proto::MAX_PAYLOAD,
         ..NiLimits::default()
     }
@@ -105,6 +107,10 @@ pub struct Engine {
     immediates_outstanding: HashMap<PhysId, u32>,
     /// Immediates lost with failed peers, until [`Engine::take_lost_immediates`].
     lost_immediates: Vec<LostImmediates>,
+    /// CTs whose triggered operations are to be looked at ([`triggered`]).
+    trigger_work: Vec<CtHandle>,
+    /// Set while [`Engine::ct_changed`] works through `trigger_work`.
+    triggering: bool,
     stats: EngineStats,
 }
 
@@ -131,7 +137,7 @@ fn negotiate(desired: Option<NiLimits>) -> NiLimits {
         max_pt_index: d.max_pt_index.min(cap.max_pt_index),
         max_iovecs: 0,
         max_list_size: d.max_list_size.min(cap.max_list_size),
-        max_triggered_ops: 0,
+        max_triggered_ops: d.max_triggered_ops.min(cap.max_triggered_ops),
         max_msg_size: d.max_msg_size.min(cap.max_msg_size),
         max_atomic_size: d.max_atomic_size.min(cap.max_atomic_size),
         max_fetch_atomic_size: d.max_fetch_atomic_size.min(cap.max_fetch_atomic_size),
@@ -165,6 +171,8 @@ impl Engine {
             immediate_bytes: VecDeque::new(),
             immediates_outstanding: HashMap::new(),
             lost_immediates: Vec::new(),
+            trigger_work: Vec::new(),
+            triggering: false,
             stats: EngineStats::default(),
         }
     }
@@ -204,6 +212,7 @@ impl Engine {
                 n_mds: 0,
                 n_cts: 0,
                 n_eqs: 0,
+                n_triggered: 0,
             },
         )?;
         self.by_kind[k] = Some(ni);

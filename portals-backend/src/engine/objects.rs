@@ -44,6 +44,8 @@ pub struct NiState {
     pub(crate) n_mds: u32,
     pub(crate) n_cts: u32,
     pub(crate) n_eqs: u32,
+    /// Triggered operations waiting on this NI's CTs.
+    pub(crate) n_triggered: u32,
 }
 
 /// A portal table entry.
@@ -94,6 +96,8 @@ impl EqState {
 pub struct CtState {
     pub(crate) ni: NiHandle,
     pub(crate) value: CtEvent,
+    /// Operations waiting for the count, by threshold ([`super::triggered`]).
+    pub(crate) triggers: Vec<super::triggered::Trigger>,
     /// MDs and entries that count on this CT.
     pub(crate) refs: u32,
 }

@@ -245,6 +245,7 @@ impl Engine {
                 ni,
                 value: CtEvent::default(),
                 refs: 0,
+                triggers: Vec::new(),
             },
         )?;
         self.ni_mut(CALL, ni)?.n_cts += 1;
@@ -262,6 +263,7 @@ impl Engine {
         let c = self.cts.remove("ct_free", ct)?;
         if let Ok(n) = self.ni_mut("ct_free", c.ni) {
             n.n_cts -= 1;
+            n.n_triggered = n.n_triggered.saturating_sub(c.triggers.len() as u32);
         }
         Ok(())
     }
@@ -281,6 +283,7 @@ impl Engine {
     /// Sets a counting event.
     pub fn ct_set(&mut self, ct: CtHandle, value: CtEvent) -> PtlResult<()> {
         self.cts.get_mut("ct_set", ct)?.value = value;
+        self.ct_changed(ct);
         Ok(())
     }
 
@@ -289,6 +292,7 @@ impl Engine {
         let c = self.cts.get_mut("ct_inc", ct)?;
         c.value.success = c.value.success.wrapping_add(inc.success);
         c.value.failure = c.value.failure.wrapping_add(inc.failure);
+        self.ct_changed(ct);
         Ok(())
     }
 

@@ -107,7 +107,10 @@ impl Engine {
         mlength: u64,
         offset: u64,
     ) {
-        let Ok(limit) = self.ni("unexpected", ni).map(|n| n.limits.max_unexpected_headers) else {
+        let Ok(limit) = self
+            .ni("unexpected", ni)
+            .map(|n| n.limits.max_unexpected_headers)
+        else {
             return;
         };
         let Ok(pt) = self.pt_mut("unexpected", ni, h.pt_index) else {
@@ -166,7 +169,12 @@ impl Engine {
     }
 
     /// An event reporting `hdr`.
-    fn header_event(kind: EventKind, hdr: &UnexpectedHeader, pt_index: PtIndex, user_ptr: u64) -> Event {
+    fn header_event(
+        kind: EventKind,
+        hdr: &UnexpectedHeader,
+        pt_index: PtIndex,
+        user_ptr: u64,
+    ) -> Event {
         let mut ev = blank(kind);
         ev.start = hdr.start;
         ev.user_ptr = user_ptr;
@@ -209,14 +217,17 @@ impl Engine {
         let Ok(found) = self.find_unexpected(ni, pt_index, &spec, use_once, true) else {
             return;
         };
-        let quiet = options.intersects(MeOptions::EVENT_OVER_DISABLE | MeOptions::EVENT_SUCCESS_DISABLE);
+        let quiet =
+            options.intersects(MeOptions::EVENT_OVER_DISABLE | MeOptions::EVENT_SUCCESS_DISABLE);
         for hdr in &found {
             if let (Some(eq), false) = (eq, quiet) {
                 let ev = Self::header_event(overflow_kind(hdr.op), hdr, pt_index, user_ptr);
                 self.post(eq, ev);
             }
             if let (Some(ct), true) = (ct, options.contains(MeOptions::EVENT_CT_OVERFLOW)) {
-                let bytes = options.contains(MeOptions::EVENT_CT_BYTES).then_some(hdr.mlength);
+                let bytes = options
+                    .contains(MeOptions::EVENT_CT_BYTES)
+                    .then_some(hdr.mlength);
                 self.count(ct, true, bytes);
             }
         }
@@ -249,7 +260,9 @@ impl Engine {
         let eq = self.pt_mut(CALL, ni, pt_index)?.eq;
         let use_once = spec.options.contains(MeOptions::USE_ONCE);
         let found = self.find_unexpected(ni, pt_index, &spec, use_once, op == SearchOp::Delete)?;
-        let counted = spec.ct.filter(|_| spec.options.contains(MeOptions::EVENT_CT_OVERFLOW));
+        let counted = spec
+            .ct
+            .filter(|_| spec.options.contains(MeOptions::EVENT_CT_OVERFLOW));
         for hdr in &found {
             let kind = match op {
                 SearchOp::Only => EventKind::Search,
@@ -260,7 +273,10 @@ impl Engine {
                 self.post(eq, ev);
             }
             if let Some(ct) = counted {
-                let bytes = spec.options.contains(MeOptions::EVENT_CT_BYTES).then_some(hdr.mlength);
+                let bytes = spec
+                    .options
+                    .contains(MeOptions::EVENT_CT_BYTES)
+                    .then_some(hdr.mlength);
                 self.count(ct, true, bytes);
             }
         }
@@ -284,6 +300,9 @@ impl Engine {
 
     /// The number of headers on PT `pt_index`'s unexpected list.
     pub fn unexpected_len(&mut self, ni: NiHandle, pt_index: PtIndex) -> PtlResult<usize> {
-        Ok(self.pt_mut("unexpected_len", ni, pt_index)?.unexpected.len())
+        Ok(self
+            .pt_mut("unexpected_len", ni, pt_index)?
+            .unexpected
+            .len())
     }
 }

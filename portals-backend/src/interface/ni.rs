@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::Interface;
+use crate::engine::triggered::TriggeredOp;
 use crate::engine::unexpected::{SearchOp, SearchSpec};
 use crate::engine::{
     AtomicArgs, CtHandle, EqGet, EqHandle, FetchArgs, GetArgs, LeHandle, LeSpec, LostImmediates,
@@ -260,6 +261,15 @@ impl Ni {
     ) -> PtlResult<LeHandle> {
         self.iface
             .with_engine(|e| e.le_append(self.handle, pt_index, spec, list, user_ptr))
+    }
+    /// Holds `op` until `ct` counts `threshold` successes (`PtlTriggered*`; see
+    /// [`crate::engine::triggered`]).
+    pub fn trigger(&self, ct: CtHandle, threshold: u64, op: TriggeredOp) -> PtlResult<()> {
+        self.iface.with_engine(|e| e.trigger(ct, threshold, op))
+    }
+    /// Drops the operations waiting on `ct` (`PtlCTCancelTriggered`).
+    pub fn ct_cancel_triggered(&self, ct: CtHandle) -> PtlResult<()> {
+        self.iface.with_engine(|e| e.ct_cancel_triggered(ct))
     }
     /// Searches the unexpected list of `pt_index` (`PtlMESearch`, `PtlLESearch`; see
     /// [`crate::engine::unexpected`]).

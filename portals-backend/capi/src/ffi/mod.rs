@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use portals4_sys as c;
+use rgasnet_portals::engine::triggered::HeldFetch;
 use rgasnet_portals::engine::unexpected::{SearchOp, SearchSpec};
 use rgasnet_portals::engine::{
     AtomicArgs, EqGet, FetchArgs, GetArgs, LeSpec, MdSpec, MeSpec, PutArgs, RemoteAddr,
@@ -24,6 +25,7 @@ use crate::table::{self, Obj};
 
 pub mod objects;
 pub mod ops;
+pub mod triggered;
 
 /// Set by `PtlAbort`: every wait returns `PTL_ABORTED`.
 static ABORTED: AtomicBool = AtomicBool::new(false);

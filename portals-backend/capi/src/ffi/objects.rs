@@ -179,7 +179,7 @@ pub extern "C" fn PtlCTFree(ct_handle: c::ptl_handle_ct_t) -> c_int {
 }
 
 /// The NI and engine handle of a CT.
-fn ct_of(ct_handle: u32) -> Result<(Ni, rgasnet_portals::engine::CtHandle), Code> {
+pub(super) fn ct_of(ct_handle: u32) -> Result<(Ni, rgasnet_portals::engine::CtHandle), Code> {
     let lib = lib_read()?;
     let o = lib.cts.get(ct_handle).ok_or(ARG_INVALID)?;
     Ok((ni_for(&lib, ct_handle)?, o.h))
@@ -292,6 +292,9 @@ pub extern "C" fn PtlCTInc(ct_handle: c::ptl_handle_ct_t, increment: c::ptl_ct_e
 // ---------------------------------------------------------------------------------------
 // Memory descriptors
 
+/// How long `PtlMDRelease` waits for the operations still pending on an MD.
+const MD_RELEASE_WAIT: Duration = Duration::from_secs(1);
+
 /// Binds a memory descriptor over the caller's memory.
 #[no_mangle]
 pub extern "C" fn PtlMDBind(
@@ -333,9 +336,25 @@ pub extern "C" fn PtlMDBind(
 #[no_mangle]
 pub extern "C" fn PtlMDRelease(md_handle: c::ptl_handle_md_t) -> c_int {
     guard("PtlMDRelease", || {
+        let (ni, md) = {
+            let lib = lib_read()?;
+            let o = lib.mds.get(md_handle).ok_or(ARG_INVALID)?;
+            (ni_for(&lib, md_handle)?, o.h)
+        };
+        // An acknowledgement or reply still on its way (the program waited for the send, not
+        // for it) is worth a short wait: the standard's PTL_IN_USE only if it stays away.
+        let until = Instant::now() + MD_RELEASE_WAIT;
+        loop {
+            match ni.md_release(md) {
+                Ok(()) => break,
+                Err(PtlError::InUse { .. }) if Instant::now() < until => {
+                    ni.interface().progress().map_err(fail)?;
+                    std::thread::yield_now();
+                }
+                Err(e) => return Err(fail(e)),
+            }
+        }
         let mut lib = lib_write()?;
-        let o = lib.mds.get(md_handle).ok_or(ARG_INVALID)?;
-        ni_for(&lib, md_handle)?.md_release(o.h).map_err(fail)?;
         lib.mds.remove(md_handle);
         lib.reap();
         Ok(())

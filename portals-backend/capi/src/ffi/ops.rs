@@ -10,6 +10,36 @@ fn md_of(md_handle: u32) -> Result<(Ni, rgasnet_portals::engine::MdHandle), Code
     Ok((ni_for(&lib, md_handle)?, o.h))
 }
 
+/// The arguments of a put.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn put_args(
+    md_handle: u32,
+    local_offset: u64,
+    length: u64,
+    ack_req: c::ptl_ack_req_t,
+    target_id: c::ptl_process_t,
+    (pt_index, match_bits, remote_offset): (u32, u64, u64),
+    user_ptr: *mut c_void,
+    hdr_data: u64,
+) -> Result<(Ni, PutArgs), Code> {
+    let (ni, md) = md_of(md_handle)?;
+    let args = PutArgs {
+        md,
+        local_offset,
+        length,
+        ack_req: cv::ack_req(ack_req).ok_or(ARG_INVALID)?,
+        remote: RemoteAddr {
+            target: target(&ni, target_id),
+            pt_index,
+            match_bits,
+            remote_offset,
+        },
+        user_ptr: user_ptr as u64,
+        hdr_data,
+    };
+    Ok((ni, args))
+}
+
 /// Sends `length` bytes at `local_offset` of an MD to a target's portal table entry.
 #[no_mangle]
 pub extern "C" fn PtlPut(
@@ -25,23 +55,43 @@ pub extern "C" fn PtlPut(
     hdr_data: c::ptl_hdr_data_t,
 ) -> c_int {
     guard("PtlPut", || {
-        let (ni, md) = md_of(md_handle)?;
-        let args = PutArgs {
-            md,
+        let remote = (pt_index, match_bits, remote_offset);
+        let (ni, args) = put_args(
+            md_handle,
             local_offset,
             length,
-            ack_req: cv::ack_req(ack_req).ok_or(ARG_INVALID)?,
-            remote: RemoteAddr {
-                target: target(&ni, target_id),
-                pt_index,
-                match_bits,
-                remote_offset,
-            },
-            user_ptr: user_ptr as u64,
+            ack_req,
+            target_id,
+            remote,
+            user_ptr,
             hdr_data,
-        };
+        )?;
         ni.put(&args).map_err(fail)
     })
+}
+
+pub(super) fn get_args(
+    md_handle: u32,
+    local_offset: u64,
+    length: u64,
+    target_id: c::ptl_process_t,
+    (pt_index, match_bits, remote_offset): (u32, u64, u64),
+    user_ptr: *mut c_void,
+) -> Result<(Ni, GetArgs), Code> {
+    let (ni, md) = md_of(md_handle)?;
+    let args = GetArgs {
+        md,
+        local_offset,
+        length,
+        remote: RemoteAddr {
+            target: target(&ni, target_id),
+            pt_index,
+            match_bits,
+            remote_offset,
+        },
+        user_ptr: user_ptr as u64,
+    };
+    Ok((ni, args))
 }
 
 /// Fetches `length` bytes from a target's portal table entry into an MD.
@@ -57,21 +107,47 @@ pub extern "C" fn PtlGet(
     user_ptr: *mut c_void,
 ) -> c_int {
     guard("PtlGet", || {
-        let (ni, md) = md_of(md_handle)?;
-        let args = GetArgs {
-            md,
-            local_offset,
-            length,
-            remote: RemoteAddr {
-                target: target(&ni, target_id),
-                pt_index,
-                match_bits,
-                remote_offset,
-            },
-            user_ptr: user_ptr as u64,
-        };
+        let remote = (pt_index, match_bits, remote_offset);
+        let (ni, args) = get_args(md_handle, local_offset, length, target_id, remote, user_ptr)?;
         ni.get(&args).map_err(fail)
     })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn atomic_args(
+    md_handle: u32,
+    local_offset: u64,
+    length: u64,
+    ack_req: c::ptl_ack_req_t,
+    target_id: c::ptl_process_t,
+    (pt_index, match_bits, remote_offset): (u32, u64, u64),
+    user_ptr: *mut c_void,
+    hdr_data: u64,
+    operation: c::ptl_op_t,
+    datatype: c::ptl_datatype_t,
+) -> Result<(Ni, AtomicArgs), Code> {
+    let (ni, args) = put_args(
+        md_handle,
+        local_offset,
+        length,
+        ack_req,
+        target_id,
+        (pt_index, match_bits, remote_offset),
+        user_ptr,
+        hdr_data,
+    )?;
+    let a = AtomicArgs {
+        md: args.md,
+        local_offset,
+        length,
+        ack_req: args.ack_req,
+        remote: args.remote,
+        user_ptr: args.user_ptr,
+        hdr_data,
+        op: cv::atomic_op(operation).ok_or(ARG_INVALID)?,
+        datatype: cv::datatype(datatype).ok_or(ARG_INVALID)?,
+    };
+    Ok((ni, a))
 }
 
 /// An atomic operation on a target's memory with an MD's data as the operand.
@@ -91,51 +167,56 @@ pub extern "C" fn PtlAtomic(
     datatype: c::ptl_datatype_t,
 ) -> c_int {
     guard("PtlAtomic", || {
-        let (ni, md) = md_of(md_handle)?;
-        let args = AtomicArgs {
-            md,
+        let remote = (pt_index, match_bits, remote_offset);
+        let (ni, args) = atomic_args(
+            md_handle,
             local_offset,
             length,
-            ack_req: cv::ack_req(ack_req).ok_or(ARG_INVALID)?,
-            remote: RemoteAddr {
-                target: target(&ni, target_id),
-                pt_index,
-                match_bits,
-                remote_offset,
-            },
-            user_ptr: user_ptr as u64,
+            ack_req,
+            target_id,
+            remote,
+            user_ptr,
             hdr_data,
-            op: cv::atomic_op(operation).ok_or(ARG_INVALID)?,
-            datatype: cv::datatype(datatype).ok_or(ARG_INVALID)?,
-        };
+            operation,
+            datatype,
+        )?;
         ni.atomic(&args).map_err(fail)
     })
 }
 
-/// The arguments shared by fetch-atomic and swap; `operand` is the swap's compare/mask value.
+/// The arguments shared by fetch-atomic and swap, owning the swap's compare/mask operand.
 #[allow(clippy::too_many_arguments)]
-fn fetch(
-    swap: bool,
+pub(super) fn fetch_args(
     get_md_handle: u32,
     local_get_offset: u64,
     put_md_handle: u32,
     local_put_offset: u64,
     length: u64,
     target_id: c::ptl_process_t,
-    remote: (u32, u64, u64),
+    (pt_index, match_bits, remote_offset): (u32, u64, u64),
     user_ptr: *mut c_void,
     hdr_data: u64,
-    operand: &[u8],
+    operand: *const c_void,
     operation: u8,
     datatype: u8,
-) -> R {
+) -> Result<(Ni, HeldFetch), Code> {
     let (ni, get_md) = md_of(get_md_handle)?;
     let (put_ni, put_md) = md_of(put_md_handle)?;
     if put_ni.handle() != ni.handle() {
         return Err(ARG_INVALID);
     }
-    let (pt_index, match_bits, remote_offset) = remote;
-    let args = FetchArgs {
+    let dt = cv::datatype(datatype).ok_or(ARG_INVALID)?;
+    let op = cv::atomic_op(operation).ok_or(ARG_INVALID)?;
+    // A plain swap ignores the operand (it may be NULL); the conditional and masked swaps
+    // read one element.
+    let operand = if op == rgasnet_portals::types::AtomicOp::Swap || operand.is_null() {
+        Vec::new()
+    } else {
+        // SAFETY: non-null (checked); the API's contract: `operand` points to one element
+        // of `datatype`, readable for the call (copied here).
+        unsafe { std::slice::from_raw_parts(operand.cast::<u8>(), dt.size()) }.to_vec()
+    };
+    let f = HeldFetch {
         get_md,
         get_offset: local_get_offset,
         put_md,
@@ -150,8 +231,25 @@ fn fetch(
         user_ptr: user_ptr as u64,
         hdr_data,
         operand,
-        op: cv::atomic_op(operation).ok_or(ARG_INVALID)?,
-        datatype: cv::datatype(datatype).ok_or(ARG_INVALID)?,
+        op,
+        datatype: dt,
+    };
+    Ok((ni, f))
+}
+
+fn fetch_now(ni: &Ni, f: &HeldFetch, swap: bool) -> R {
+    let args = FetchArgs {
+        get_md: f.get_md,
+        get_offset: f.get_offset,
+        put_md: f.put_md,
+        put_offset: f.put_offset,
+        length: f.length,
+        remote: f.remote,
+        user_ptr: f.user_ptr,
+        hdr_data: f.hdr_data,
+        operand: &f.operand,
+        op: f.op,
+        datatype: f.datatype,
     };
     if swap {
         ni.swap(&args).map_err(fail)
@@ -178,8 +276,7 @@ pub extern "C" fn PtlFetchAtomic(
     datatype: c::ptl_datatype_t,
 ) -> c_int {
     guard("PtlFetchAtomic", || {
-        fetch(
-            false,
+        let (ni, f) = fetch_args(
             get_md_handle,
             local_get_offset,
             put_md_handle,
@@ -189,10 +286,11 @@ pub extern "C" fn PtlFetchAtomic(
             (pt_index, match_bits, remote_offset),
             user_ptr,
             hdr_data,
-            &[],
+            std::ptr::null(),
             operation,
             datatype,
-        )
+        )?;
+        fetch_now(&ni, &f, false)
     })
 }
 
@@ -215,18 +313,7 @@ pub extern "C" fn PtlSwap(
     datatype: c::ptl_datatype_t,
 ) -> c_int {
     guard("PtlSwap", || {
-        let size = cv::datatype(datatype).ok_or(ARG_INVALID)?.size();
-        let op = cv::atomic_op(operation).ok_or(ARG_INVALID)?;
-        // A plain swap ignores the operand (it may be NULL); the others read one element.
-        let operand: &[u8] = if op == rgasnet_portals::types::AtomicOp::Swap || operand.is_null() {
-            &[]
-        } else {
-            // SAFETY: non-null (checked); the API's contract: `operand` points to one
-            // element of `datatype`, readable for the call.
-            unsafe { std::slice::from_raw_parts(operand.cast::<u8>(), size) }
-        };
-        fetch(
-            true,
+        let (ni, f) = fetch_args(
             get_md_handle,
             local_get_offset,
             put_md_handle,
@@ -239,7 +326,8 @@ pub extern "C" fn PtlSwap(
             operand,
             operation,
             datatype,
-        )
+        )?;
+        fetch_now(&ni, &f, true)
     })
 }
 
@@ -279,8 +367,7 @@ pub extern "C" fn PtlHandleIsEqual(
 }
 
 // ---------------------------------------------------------------------------------------
-// Not offered by the engine yet: triggered operations (the NI's max_triggered_ops is 0, so
-// each is PTL_NO_SPACE).
+// Not offered by the engine yet: triggered appends and unlinks of match entries.
 
 macro_rules! unsupported {
     ($(#[$doc:meta] $name:ident($($arg:ident: $ty:ty),*) => $code:expr;)*) => {$(
@@ -294,47 +381,11 @@ macro_rules! unsupported {
 }
 
 unsupported! {
-    /// Not supported (no triggered operations): `PTL_NO_SPACE`.
-    PtlTriggeredPut(a: c::ptl_handle_md_t, b: c::ptl_size_t, c_: c::ptl_size_t,
-        d: c::ptl_ack_req_t, e: c::ptl_process_t, f: c::ptl_pt_index_t,
-        g: c::ptl_match_bits_t, h: c::ptl_size_t, i: *mut c_void, j: c::ptl_hdr_data_t,
-        k: c::ptl_handle_ct_t, l: c::ptl_size_t) => cv::NO_SPACE;
-    /// Not supported (no triggered operations): `PTL_NO_SPACE`.
-    PtlTriggeredGet(a: c::ptl_handle_md_t, b: c::ptl_size_t, c_: c::ptl_size_t,
-        d: c::ptl_process_t, e: c::ptl_pt_index_t, f: c::ptl_match_bits_t,
-        g: c::ptl_size_t, h: *mut c_void, i: c::ptl_handle_ct_t, j: c::ptl_size_t)
-        => cv::NO_SPACE;
-    /// Not supported (no triggered operations): `PTL_NO_SPACE`.
-    PtlTriggeredAtomic(a: c::ptl_handle_md_t, b: c::ptl_size_t, c_: c::ptl_size_t,
-        d: c::ptl_ack_req_t, e: c::ptl_process_t, f: c::ptl_pt_index_t,
-        g: c::ptl_match_bits_t, h: c::ptl_size_t, i: *mut c_void, j: c::ptl_hdr_data_t,
-        k: c::ptl_op_t, l: c::ptl_datatype_t, m: c::ptl_handle_ct_t, n: c::ptl_size_t)
-        => cv::NO_SPACE;
-    /// Not supported (no triggered operations): `PTL_NO_SPACE`.
-    PtlTriggeredFetchAtomic(a: c::ptl_handle_md_t, b: c::ptl_size_t,
-        c_: c::ptl_handle_md_t, d: c::ptl_size_t, e: c::ptl_size_t, f: c::ptl_process_t,
-        g: c::ptl_pt_index_t, h: c::ptl_match_bits_t, i: c::ptl_size_t, j: *mut c_void,
-        k: c::ptl_hdr_data_t, l: c::ptl_op_t, m: c::ptl_datatype_t, n: c::ptl_handle_ct_t,
-        o: c::ptl_size_t) => cv::NO_SPACE;
-    /// Not supported (no triggered operations): `PTL_NO_SPACE`.
-    PtlTriggeredSwap(a: c::ptl_handle_md_t, b: c::ptl_size_t, c_: c::ptl_handle_md_t,
-        d: c::ptl_size_t, e: c::ptl_size_t, f: c::ptl_process_t, g: c::ptl_pt_index_t,
-        h: c::ptl_match_bits_t, i: c::ptl_size_t, j: *mut c_void, k: c::ptl_hdr_data_t,
-        l: *const c_void, m: c::ptl_op_t, n: c::ptl_datatype_t, o: c::ptl_handle_ct_t,
-        p: c::ptl_size_t) => cv::NO_SPACE;
-    /// Not supported (no triggered operations): `PTL_NO_SPACE`.
-    PtlTriggeredCTInc(a: c::ptl_handle_ct_t, b: c::ptl_ct_event_t, c_: c::ptl_handle_ct_t,
-        d: c::ptl_size_t) => cv::NO_SPACE;
-    /// Not supported (no triggered operations): `PTL_NO_SPACE`.
-    PtlTriggeredCTSet(a: c::ptl_handle_ct_t, b: c::ptl_ct_event_t, c_: c::ptl_handle_ct_t,
-        d: c::ptl_size_t) => cv::NO_SPACE;
-    /// Not supported (no triggered operations): `PTL_NO_SPACE`.
+    /// Not supported (no triggered list-entry operations): `PTL_NO_SPACE`.
     PtlTriggeredMEAppend(a: c::ptl_handle_ni_t, b: c::ptl_pt_index_t, c_: *const c::ptl_me_t,
         d: c::ptl_list_t, e: *mut c_void, f: *mut c::ptl_handle_me_t,
         g: c::ptl_handle_ct_t, h: c::ptl_size_t) => cv::NO_SPACE;
-    /// Not supported (no triggered operations): `PTL_NO_SPACE`.
+    /// Not supported (no triggered list-entry operations): `PTL_NO_SPACE`.
     PtlTriggeredMEUnlink(a: c::ptl_handle_me_t, b: c::ptl_handle_ct_t, c_: c::ptl_size_t)
         => cv::NO_SPACE;
-    /// Nothing to cancel (no triggered operations): `PTL_OK` for a live CT.
-    PtlCTCancelTriggered(a: c::ptl_handle_ct_t) => OK;
 }

@@ -282,7 +282,11 @@ fn priority_before_overflow_and_use_once() {
         ]
     );
     assert_eq!((evs[1].start, evs[1].mlength, evs[1].rlength), (0, 4, 4));
-    assert_eq!(late.to_vec(0, 4).unwrap(), vec![0; 4], "the data stays where it landed");
+    assert_eq!(
+        late.to_vec(0, 4).unwrap(),
+        vec![0; 4],
+        "the data stays where it landed"
+    );
     // The header is gone: another entry matches nothing.
     net.me(
         1,

@@ -1,0 +1,171 @@
+//! Triggered operations (`PtlTriggered*`): an operation held on a counting event until the
+//! CT's success count reaches a threshold, then started as if just called. Operations on one
+//! CT with the same threshold start in the order they were issued. One whose threshold the
+//! CT has already reached starts at once. A CT change that releases operations releases them
+//! before the call that changed it returns, and the operations they start may release more
+//! (a chain of triggered CT increments runs to its end); the work list keeps that iterative.
+//!
+//! Each NI holds at most `max_triggered_ops` waiting operations; one more is
+//! [`PtlError::NoSpace`]. An operation whose objects went away before it started (a
+//! released MD) fails when it starts, as a call on them would, and is dropped.
+
+use super::objects::{
+    AtomicArgs, CtHandle, FetchArgs, GetArgs, MdHandle, NiHandle, PutArgs, RemoteAddr,
+};
+use super::Engine;
+use crate::error::{PtlError, PtlResult};
+use crate::types::{AtomicOp, AtomicType, CtEvent};
+
+/// A fetch-atomic or swap held for later, owning its operand.
+#[derive(Debug, Clone)]
+pub struct HeldFetch {
+    /// See [`FetchArgs::get_md`].
+    pub get_md: MdHandle,
+    /// See [`FetchArgs::get_offset`].
+    pub get_offset: u64,
+    /// See [`FetchArgs::put_md`].
+    pub put_md: MdHandle,
+    /// See [`FetchArgs::put_offset`].
+    pub put_offset: u64,
+    /// See [`FetchArgs::length`].
+    pub length: u64,
+    /// See [`FetchArgs::remote`].
+    pub remote: RemoteAddr,
+    /// See [`FetchArgs::user_ptr`].
+    pub user_ptr: u64,
+    /// See [`FetchArgs::hdr_data`].
+    pub hdr_data: u64,
+    /// See [`FetchArgs::operand`].
+    pub operand: Vec<u8>,
+    /// See [`FetchArgs::op`].
+    pub op: AtomicOp,
+    /// See [`FetchArgs::datatype`].
+    pub datatype: AtomicType,
+}
+
+impl HeldFetch {
+    fn args(&self) -> FetchArgs<'_> {
+        FetchArgs {
+            get_md: self.get_md,
+            get_offset: self.get_offset,
+            put_md: self.put_md,
+            put_offset: self.put_offset,
+            length: self.length,
+            remote: self.remote,
+            user_ptr: self.user_ptr,
+            hdr_data: self.hdr_data,
+            operand: &self.operand,
+            op: self.op,
+            datatype: self.datatype,
+        }
+    }
+}
+
+/// An operation waiting on a counting event.
+#[derive(Debug, Clone)]
+pub enum TriggeredOp {
+    /// `PtlTriggeredPut`.
+    Put(PutArgs),
+    /// `PtlTriggeredGet`.
+    Get(GetArgs),
+    /// `PtlTriggeredAtomic`.
+    Atomic(AtomicArgs),
+    /// `PtlTriggeredFetchAtomic`.
+    FetchAtomic(HeldFetch),
+    /// `PtlTriggeredSwap`.
+    Swap(HeldFetch),
+    /// `PtlTriggeredCTInc`: adds to a CT.
+    CtInc(CtHandle, CtEvent),
+    /// `PtlTriggeredCTSet`: sets a CT.
+    CtSet(CtHandle, CtEvent),
+}
+
+/// A held operation and the count that releases it.
+#[derive(Debug, Clone)]
+pub(crate) struct Trigger {
+    pub(crate) threshold: u64,
+    pub(crate) op: TriggeredOp,
+}
+
+impl Engine {
+    /// Holds `op` on `ct` until its success count reaches `threshold` (starts it now if it
+    /// has).
+    pub fn trigger(&mut self, ct: CtHandle, threshold: u64, op: TriggeredOp) -> PtlResult<()> {
+        const CALL: &str = "triggered operation";
+        let c = self.cts.get(CALL, ct)?;
+        let ni = c.ni;
+        if c.value.success >= threshold {
+            return self.start_triggered(op);
+        }
+        let n = self.ni(CALL, ni)?;
+        if n.n_triggered >= n.limits.max_triggered_ops {
+            return Err(PtlError::NoSpace {
+                call: CALL,
+                what: "triggered operation",
+                limit: u64::from(n.limits.max_triggered_ops),
+            });
+        }
+        self.ni_mut(CALL, ni)?.n_triggered += 1;
+        // Kept sorted by threshold; equal thresholds stay in issue order.
+        let list = &mut self.cts.get_mut(CALL, ct)?.triggers;
+        let at = list.partition_point(|t| t.threshold <= threshold);
+        list.insert(at, Trigger { threshold, op });
+        Ok(())
+    }
+
+    /// Drops every operation waiting on `ct` (`PtlCTCancelTriggered`).
+    pub fn ct_cancel_triggered(&mut self, ct: CtHandle) -> PtlResult<()> {
+        let c = self.cts.get_mut("ct_cancel_triggered", ct)?;
+        let n = c.triggers.len() as u32;
+        c.triggers.clear();
+        let ni = c.ni;
+        self.release_triggered_slots(ni, n);
+        Ok(())
+    }
+
+    fn release_triggered_slots(&mut self, ni: NiHandle, n: u32) {
+        if let Ok(state) = self.ni_mut("triggered", ni) {
+            state.n_triggered = state.n_triggered.saturating_sub(n);
+        }
+    }
+
+    /// `ct` changed: starts what it released, and what those release in turn.
+    pub(super) fn ct_changed(&mut self, ct: CtHandle) {
+        self.trigger_work.push(ct);
+        if self.triggering {
+            return;
+        }
+        self.triggering = true;
+        while let Some(ct) = self.trigger_work.pop() {
+            let Ok(c) = self.cts.get_mut("triggered", ct) else {
+                continue;
+            };
+            let success = c.value.success;
+            let ready = c.triggers.partition_point(|t| t.threshold <= success);
+            if ready == 0 {
+                continue;
+            }
+            let released: Vec<Trigger> = c.triggers.drain(..ready).collect();
+            let ni = c.ni;
+            self.release_triggered_slots(ni, released.len() as u32);
+            for t in released {
+                // A failure to start (an MD released meanwhile) is the operation's end:
+                // nothing is waiting for its return code.
+                let _ = self.start_triggered(t.op);
+            }
+        }
+        self.triggering = false;
+    }
+
+    fn start_triggered(&mut self, op: TriggeredOp) -> PtlResult<()> {
+        match op {
+            TriggeredOp::Put(a) => self.put(&a),
+            TriggeredOp::Get(a) => self.get(&a),
+            TriggeredOp::Atomic(a) => self.atomic(&a),
+            TriggeredOp::FetchAtomic(f) => self.fetch_atomic(&f.args()),
+            TriggeredOp::Swap(f) => self.swap(&f.args()),
+            TriggeredOp::CtInc(ct, v) => self.ct_inc(ct, v),
+            TriggeredOp::CtSet(ct, v) => self.ct_set(ct, v),
+        }
+    }
+}
