@@ -24,6 +24,8 @@ pub const DEFAULT_JOB_KEY: u64 = 0x706f_7274_616c_7334;
 /// How long closing the last NI waits for its messages (acknowledgements of peers'
 /// operations among them) to be delivered.
 const CLOSE_DRAIN: Duration = Duration::from_secs(2);
+/// How long closing the last NI waits for silence from its peers.
+const CLOSE_QUIET: Duration = Duration::from_millis(50);
 
 /// Why opening the interface failed.
 #[derive(Debug)]
@@ -63,6 +65,8 @@ pub struct Lib {
     /// Event queues the program freed while a PT or MD still used them (the standard lets it
     /// free them first): freed in the engine when the last user goes.
     pub zombie_eqs: Vec<(usize, EqHandle)>,
+    /// Counting events freed while an MD or entry still counted on them (likewise).
+    pub zombie_cts: Vec<(usize, CtHandle)>,
 }
 
 static LIB: RwLock<Lib> = RwLock::new(Lib {
@@ -75,6 +79,7 @@ static LIB: RwLock<Lib> = RwLock::new(Lib {
     mes: Table::new(KIND_ME),
     les: Table::new(KIND_LE),
     zombie_eqs: Vec::new(),
+    zombie_cts: Vec::new(),
 });
 
 /// The state, for reading (object lookups, operations).
@@ -98,6 +103,10 @@ impl Lib {
         let nis: Vec<Option<Ni>> = (0..4).map(|i| self.ni(i).cloned()).collect();
         self.zombie_eqs.retain(|(ni, eq)| match &nis[*ni] {
             Some(n) => n.eq_free(*eq).is_err(),
+            None => false,
+        });
+        self.zombie_cts.retain(|(ni, ct)| match &nis[*ni] {
+            Some(n) => n.ct_free(*ct).is_err(),
             None => false,
         });
     }
@@ -147,11 +156,19 @@ impl Lib {
         if slot.refs > 0 {
             return true;
         }
+        // The last NI: serve what peers still send (their operations on this NI among it)
+        // before anything closes, while the program's memory is still valid.
+        if self.nis.iter().flatten().count() == 1 {
+            if let Some(iface) = &self.iface {
+                drain(iface);
+            }
+        }
         let Some(slot) = self.nis[index].take() else {
             return false;
         };
         // The tables' entries of this NI go with it (the engine frees the objects).
         self.zombie_eqs.retain(|(ni, _)| *ni != index);
+        self.zombie_cts.retain(|(ni, _)| *ni != index);
         self.eqs.sweep(|o| o.ni == index);
         self.cts.sweep(|o| o.ni == index);
         self.mds.sweep(|o| o.ni == index);
@@ -161,7 +178,9 @@ impl Lib {
         let _ = slot.ni.fini();
         if self.nis.iter().all(Option::is_none) {
             if let Some(iface) = self.iface.take() {
-                drain(&iface);
+                // What closing the NI made due (acknowledgements) goes out before the socket.
+                iface.flush_acknowledgements();
+                let _ = iface.progress();
             }
         }
         true
@@ -175,14 +194,25 @@ impl Lib {
     }
 }
 
-/// Makes progress until everything the interface sent has been acknowledged (peers' puts
-/// answered among it), for at most [`CLOSE_DRAIN`].
+/// Makes progress, as a NIC would before it is switched off, until everything the interface
+/// sent has been acknowledged and no datagram arrived for [`CLOSE_QUIET`] (peers' operations
+/// still on their way get answered instead of waiting out their peer timeout), for at most
+/// [`CLOSE_DRAIN`].
 fn drain(iface: &Interface) {
-    let until = Instant::now() + CLOSE_DRAIN;
+    let start = Instant::now();
+    let mut seen = iface.transport_stats().datagrams_in;
+    let mut quiet_since = start;
     iface.flush_acknowledgements();
-    while !iface.all_acknowledged() && Instant::now() < until {
+    while start.elapsed() < CLOSE_DRAIN {
         if iface.progress().is_err() {
             return;
+        }
+        let now_seen = iface.transport_stats().datagrams_in;
+        if now_seen != seen {
+            seen = now_seen;
+            quiet_since = Instant::now();
+        } else if iface.all_acknowledged() && quiet_since.elapsed() >= CLOSE_QUIET {
+            break;
         }
         std::thread::sleep(Duration::from_micros(100));
     }

@@ -172,7 +172,12 @@ pub extern "C" fn PtlCTFree(ct_handle: c::ptl_handle_ct_t) -> c_int {
     guard("PtlCTFree", || {
         let mut lib = lib_write()?;
         let o = lib.cts.get(ct_handle).ok_or(ARG_INVALID)?;
-        ni_for(&lib, ct_handle)?.ct_free(o.h).map_err(fail)?;
+        match ni_for(&lib, ct_handle)?.ct_free(o.h) {
+            Ok(()) => {}
+            // Still counted on by an MD or entry: freed when they go (see Lib::zombie_cts).
+            Err(PtlError::InUse { .. }) => lib.zombie_cts.push((o.ni, o.h)),
+            Err(e) => return Err(fail(e)),
+        }
         lib.cts.remove(ct_handle);
         Ok(())
     })
@@ -501,6 +506,7 @@ fn unlink(call: &str, handle: u32, me: bool) -> c_int {
         } else {
             lib.les.remove(handle);
         }
+        lib.reap();
         if stale {
             Err(ARG_INVALID)
         } else {
