@@ -230,6 +230,11 @@ bitflags! {
         /// delay) and leave in the same datagram as the next message to that initiator.
         /// Refusals are never delayed.
         const LAZY_ACK = 1 << 16;
+        /// rgasnet extension: a put or get that starts past the end of the entry it matched
+        /// succeeds with nothing moved (`mlength` 0), as in the Portals 4 reference
+        /// implementation, instead of failing with `NI_SEGV` (rgasnet's own RMA portal keeps
+        /// the failure: it reports an access outside a segment). The C library sets it.
+        const PAST_END_EMPTY = 1 << 17;
     }
 }
 

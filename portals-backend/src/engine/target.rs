@@ -235,9 +235,14 @@ impl Engine {
                 if !fits && e.options.contains(MeOptions::NO_TRUNCATE) {
                     continue;
                 }
+                let data_op = h.op == OpKind::Put || h.op == OpKind::Get;
+                if offset > e.length && data_op && pt.options.contains(PtOptions::PAST_END_EMPTY) {
+                    found = Some((eh, list, e.length, 0));
+                    break 'search;
+                }
                 // Starting past the end, or an atomic that does not fit whole (atomics are
                 // never truncated): refused, target memory untouched.
-                if offset > e.length || (!fits && h.op != OpKind::Put && h.op != OpKind::Get) {
+                if offset > e.length || (!fits && !data_op) {
                     return refuse(NiFail::Segv, SR_OP);
                 }
                 found = Some((eh, list, offset, h.rlength.min(e.length - offset)));

@@ -448,6 +448,8 @@ pub extern "C" fn PtlPTAlloc(
         } else {
             pt_index_req
         };
+        // The reference implementation's bounds: an access past an entry's end moves nothing.
+        let opts = opts | rgasnet_portals::types::PtOptions::PAST_END_EMPTY;
         let got = ni.pt_alloc(opts, eq, req).map_err(fail)?;
         out(pt_index, got)
     })

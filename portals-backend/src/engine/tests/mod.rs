@@ -7,6 +7,7 @@ mod flowctrl;
 mod immediates;
 mod matching;
 mod robustness;
+mod unexpected_triggered;
 
 use super::*;
 use crate::memory::Region;
