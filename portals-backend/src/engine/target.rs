@@ -250,6 +250,7 @@ impl Engine {
             }
         }
         let eq = pt.eq;
+        let unexpected_len = pt.unexpected.len();
         let flowctrl = pt.options.contains(PtOptions::FLOWCTRL);
         let lazy_ack = pt.options.contains(PtOptions::LAZY_ACK);
         let Some((entry, list, offset, mlength)) = found else {
@@ -266,6 +267,19 @@ impl Engine {
             return refuse(NiFail::Dropped, SR_DROP);
         };
         let o = e.options;
+        // An arrival in the overflow list needs room for its header on the unexpected list:
+        // without it, flow control disables the PT as for any lack of receive resources.
+        if list == ListKind::Overflow
+            && !o.contains(MeOptions::UNEXPECTED_HDR_DISABLE)
+            && unexpected_len >= limits.max_unexpected_headers as usize
+        {
+            if flowctrl {
+                let notify = !o.contains(MeOptions::EVENT_FLOWCTRL_DISABLE);
+                self.flow_disable(ni, h, initiator, eq, notify);
+                return refuse(NiFail::PtDisabled, SR_DROP);
+            }
+            return refuse(NiFail::Dropped, SR_DROP);
+        }
         let comm_event =
             !o.intersects(MeOptions::EVENT_COMM_DISABLE | MeOptions::EVENT_SUCCESS_DISABLE);
         let unlink = o.contains(MeOptions::USE_ONCE)

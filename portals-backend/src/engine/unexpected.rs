@@ -94,8 +94,9 @@ fn header_matches(spec: &SearchSpec, matching: bool, hdr: &UnexpectedHeader) -> 
 
 impl Engine {
     /// Records the header of an operation that landed at `offset` of an overflow entry
-    /// (`start`: the event address of its data). A full list (the NI's
-    /// `max_unexpected_headers`) keeps the oldest headers.
+    /// (`start`: the event address of its data). Matching refuses an arrival that would not
+    /// find room (the NI's `max_unexpected_headers`): disabled by flow control, or dropped;
+    /// the check here only guards that bound.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn record_unexpected(
         &mut self,
