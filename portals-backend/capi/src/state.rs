@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use rgasnet_portals::engine::{CtHandle, EqHandle, MdHandle, MeHandle};
 use rgasnet_portals::interface::{Interface, InterfaceConfig, Ni};
 use rgasnet_portals::transport::TransportConfig;
-use rgasnet_portals::types::{NiKind, NiLimits};
+use rgasnet_portals::types::{MdOptions, NiKind, NiLimits};
 use rgasnet_portals::udp::{UdpConfig, UdpEndpoint, UdpError};
 use rgasnet_portals::PtlError;
 
@@ -36,6 +36,38 @@ pub enum OpenError {
     Other(String),
 }
 
+/// What an MD handle stands for.
+#[derive(Debug, Clone, Copy)]
+pub enum MdRef {
+    /// An engine MD over the caller's memory.
+    Bound(MdHandle),
+    /// A window over more memory than can be viewed at once (an index into
+    /// [`Lib::windows`]).
+    Window(usize),
+}
+
+/// An MD over a range larger than [`WINDOW_MIN`] (`start` NULL and `length` `PTL_SIZE_MAX`
+/// is the usual "all of memory"): each operation binds an engine MD over just the bytes it
+/// moves (a piece), released once nothing is pending on it.
+#[derive(Debug)]
+pub struct Window {
+    /// The C address of byte 0.
+    pub start: usize,
+    /// Its length.
+    pub length: u64,
+    /// The MD's options.
+    pub options: MdOptions,
+    /// Its event queue.
+    pub eq: Option<EqHandle>,
+    /// Its counting event.
+    pub ct: Option<CtHandle>,
+    /// Engine MDs of operations that may still be pending.
+    pub pieces: Vec<MdHandle>,
+}
+
+/// MDs at least this long are windows ([`Window`]).
+pub const WINDOW_MIN: u64 = 1 << 40;
+
 /// One open NI and how many `PtlNIInit`s it answered.
 pub struct NiSlot {
     /// The engine's NI.
@@ -57,7 +89,9 @@ pub struct Lib {
     /// Counting events.
     pub cts: Table<CtHandle>,
     /// Memory descriptors.
-    pub mds: Table<MdHandle>,
+    pub mds: Table<MdRef>,
+    /// The windows among them.
+    pub windows: Vec<Option<Window>>,
     /// Match list entries.
     pub mes: Table<MeHandle>,
     /// List entries.
@@ -76,6 +110,7 @@ static LIB: RwLock<Lib> = RwLock::new(Lib {
     eqs: Table::new(KIND_EQ),
     cts: Table::new(KIND_CT),
     mds: Table::new(KIND_MD),
+    windows: Vec::new(),
     mes: Table::new(KIND_ME),
     les: Table::new(KIND_LE),
     zombie_eqs: Vec::new(),
@@ -96,6 +131,20 @@ impl Lib {
     /// The NI at `index`, if open.
     pub fn ni(&self, index: usize) -> Option<&Ni> {
         self.nis.get(index)?.as_ref().map(|s| &s.ni)
+    }
+
+    /// Stores a window; its index.
+    pub fn add_window(&mut self, w: Window) -> usize {
+        match self.windows.iter().position(Option::is_none) {
+            Some(i) => {
+                self.windows[i] = Some(w);
+                i
+            }
+            None => {
+                self.windows.push(Some(w));
+                self.windows.len() - 1
+            }
+        }
     }
 
     /// Frees the zombie event queues nothing uses any more.
@@ -171,7 +220,16 @@ impl Lib {
         self.zombie_cts.retain(|(ni, _)| *ni != index);
         self.eqs.sweep(|o| o.ni == index);
         self.cts.sweep(|o| o.ni == index);
-        self.mds.sweep(|o| o.ni == index);
+        let windows = &mut self.windows;
+        self.mds.sweep(|o| {
+            let gone = o.ni == index;
+            if let (true, MdRef::Window(w)) = (gone, o.h) {
+                if let Some(slot) = windows.get_mut(w) {
+                    *slot = None;
+                }
+            }
+            gone
+        });
         self.mes.sweep(|o| o.ni == index);
         self.les.sweep(|o| o.ni == index);
         // Errors closing an NI are its objects' (already gone); nothing to report.

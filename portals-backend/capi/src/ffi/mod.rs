@@ -20,7 +20,7 @@ use rgasnet_portals::{PtlError, Region};
 use rgasnet_pshm::ExternalMemory;
 
 use crate::convert::{self as cv, Code, ARG_INVALID, FAIL, NO_INIT, OK};
-use crate::state::{self, Lib, OpenError};
+use crate::state::{self, Lib, MdRef, OpenError, Window};
 use crate::table::{self, Obj};
 
 pub mod objects;

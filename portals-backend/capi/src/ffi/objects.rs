@@ -300,7 +300,8 @@ pub extern "C" fn PtlCTInc(ct_handle: c::ptl_handle_ct_t, increment: c::ptl_ct_e
 /// How long `PtlMDRelease` waits for the operations still pending on an MD.
 const MD_RELEASE_WAIT: Duration = Duration::from_secs(1);
 
-/// Binds a memory descriptor over the caller's memory.
+/// Binds a memory descriptor over the caller's memory (a window when it is longer than
+/// [`state::WINDOW_MIN`]).
 #[no_mangle]
 pub extern "C" fn PtlMDBind(
     ni_handle: c::ptl_handle_ni_t,
@@ -317,49 +318,108 @@ pub extern "C" fn PtlMDBind(
         let ni = ni_of_handle(&lib, ni_handle)?;
         let ni_index = table::ni_of(ni_handle);
         let options = cv::md_options(d.options).ok_or(ARG_INVALID)?;
-        let (region, offset) = region_over(d.start, d.length)?;
-        let spec = MdSpec {
-            region,
-            offset,
-            length: d.length,
-            options,
-            eq: eq_opt(&lib, ni_index, d.eq_handle)?,
-            ct: ct_opt(&lib, ni_index, d.ct_handle)?,
+        let eq = eq_opt(&lib, ni_index, d.eq_handle)?;
+        let ct = ct_opt(&lib, ni_index, d.ct_handle)?;
+        let md_ref = if d.length >= state::WINDOW_MIN {
+            MdRef::Window(lib.add_window(Window {
+                start: d.start as usize,
+                length: d.length,
+                options,
+                eq,
+                ct,
+                pieces: Vec::new(),
+            }))
+        } else {
+            let (region, offset) = region_over(d.start, d.length)?;
+            let spec = MdSpec {
+                region,
+                offset,
+                length: d.length,
+                options,
+                eq,
+                ct,
+            };
+            MdRef::Bound(ni.md_bind(spec).map_err(fail)?)
         };
-        let h = ni.md_bind(spec).map_err(fail)?;
-        match lib.mds.insert(Obj { ni: ni_index, h }) {
+        match lib.mds.insert(Obj {
+            ni: ni_index,
+            h: md_ref,
+        }) {
             Some(ch) => out(md_handle, ch),
             None => {
-                let _ = ni.md_release(h);
+                release_now(&mut lib, &ni, md_ref);
                 Err(cv::NO_SPACE)
             }
         }
     })
 }
 
-/// Releases a memory descriptor (`PTL_IN_USE` while operations on it are pending).
+/// Releases what an MD handle stood for, without waiting.
+fn release_now(lib: &mut Lib, ni: &Ni, md: MdRef) {
+    match md {
+        MdRef::Bound(h) => {
+            let _ = ni.md_release(h);
+        }
+        MdRef::Window(w) => {
+            if let Some(win) = lib.windows.get_mut(w).and_then(Option::take) {
+                for p in win.pieces {
+                    let _ = ni.md_release(p);
+                }
+            }
+        }
+    }
+}
+
+/// Releases an engine MD, giving acknowledgements and replies still on their way (the
+/// program waited for the send, not for them) a short wait: the standard's PTL_IN_USE only
+/// if they stay away.
+fn release_waiting(ni: &Ni, md: rgasnet_portals::engine::MdHandle) -> R {
+    let until = Instant::now() + MD_RELEASE_WAIT;
+    loop {
+        match ni.md_release(md) {
+            Ok(()) => return Ok(()),
+            Err(PtlError::InUse { .. }) if Instant::now() < until => {
+                ni.interface().progress().map_err(fail)?;
+                std::thread::yield_now();
+            }
+            Err(PtlError::InvalidHandle { .. }) => return Ok(()),
+            Err(e) => return Err(fail(e)),
+        }
+    }
+}
+
+/// Releases a memory descriptor (`PTL_IN_USE` while operations on it stay pending).
 #[no_mangle]
 pub extern "C" fn PtlMDRelease(md_handle: c::ptl_handle_md_t) -> c_int {
     guard("PtlMDRelease", || {
-        let (ni, md) = {
+        let (ni, md, pieces) = {
             let lib = lib_read()?;
             let o = lib.mds.get(md_handle).ok_or(ARG_INVALID)?;
-            (ni_for(&lib, md_handle)?, o.h)
+            let pieces = match o.h {
+                MdRef::Bound(_) => Vec::new(),
+                MdRef::Window(w) => lib
+                    .windows
+                    .get(w)
+                    .and_then(Option::as_ref)
+                    .map(|win| win.pieces.clone())
+                    .unwrap_or_default(),
+            };
+            (ni_for(&lib, md_handle)?, o.h, pieces)
         };
-        // An acknowledgement or reply still on its way (the program waited for the send, not
-        // for it) is worth a short wait: the standard's PTL_IN_USE only if it stays away.
-        let until = Instant::now() + MD_RELEASE_WAIT;
-        loop {
-            match ni.md_release(md) {
-                Ok(()) => break,
-                Err(PtlError::InUse { .. }) if Instant::now() < until => {
-                    ni.interface().progress().map_err(fail)?;
-                    std::thread::yield_now();
+        match md {
+            MdRef::Bound(h) => release_waiting(&ni, h)?,
+            MdRef::Window(_) => {
+                for p in pieces {
+                    release_waiting(&ni, p)?;
                 }
-                Err(e) => return Err(fail(e)),
             }
         }
         let mut lib = lib_write()?;
+        if let MdRef::Window(w) = md {
+            if let Some(slot) = lib.windows.get_mut(w) {
+                *slot = None;
+            }
+        }
         lib.mds.remove(md_handle);
         lib.reap();
         Ok(())

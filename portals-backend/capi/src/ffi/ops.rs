@@ -3,11 +3,53 @@
 
 use super::*;
 
-/// The NI and engine handle of an MD.
-fn md_of(md_handle: u32) -> Result<(Ni, rgasnet_portals::engine::MdHandle), Code> {
-    let lib = lib_read()?;
+/// The NI, engine MD and local offset for an operation on `length` bytes at `local_offset`
+/// of an MD. A window binds a piece over just those bytes (and releases the pieces of
+/// earlier operations that completed).
+fn md_of(
+    md_handle: u32,
+    local_offset: u64,
+    length: u64,
+) -> Result<(Ni, rgasnet_portals::engine::MdHandle, u64), Code> {
+    {
+        let lib = lib_read()?;
+        let o = lib.mds.get(md_handle).ok_or(ARG_INVALID)?;
+        if let MdRef::Bound(h) = o.h {
+            return Ok((ni_for(&lib, md_handle)?, h, local_offset));
+        }
+    }
+    let mut lib = lib_write()?;
     let o = lib.mds.get(md_handle).ok_or(ARG_INVALID)?;
-    Ok((ni_for(&lib, md_handle)?, o.h))
+    let ni = ni_for(&lib, md_handle)?;
+    let MdRef::Window(w) = o.h else {
+        return Err(ARG_INVALID);
+    };
+    let win = lib
+        .windows
+        .get_mut(w)
+        .and_then(Option::as_mut)
+        .ok_or(ARG_INVALID)?;
+    win.pieces.retain(|p| ni.md_release(*p).is_err());
+    let end = local_offset.checked_add(length).ok_or(ARG_INVALID)?;
+    if end > win.length {
+        return Err(ARG_INVALID);
+    }
+    let addr = usize::try_from(local_offset)
+        .ok()
+        .and_then(|off| win.start.checked_add(off))
+        .ok_or(ARG_INVALID)?;
+    let (region, offset) = region_over(addr as *mut c_void, length)?;
+    let spec = MdSpec {
+        region,
+        offset,
+        length,
+        options: win.options,
+        eq: win.eq,
+        ct: win.ct,
+    };
+    let piece = ni.md_bind(spec).map_err(fail)?;
+    win.pieces.push(piece);
+    Ok((ni, piece, 0))
 }
 
 /// The arguments of a put.
@@ -22,7 +64,7 @@ pub(super) fn put_args(
     user_ptr: *mut c_void,
     hdr_data: u64,
 ) -> Result<(Ni, PutArgs), Code> {
-    let (ni, md) = md_of(md_handle)?;
+    let (ni, md, local_offset) = md_of(md_handle, local_offset, length)?;
     let args = PutArgs {
         md,
         local_offset,
@@ -78,7 +120,7 @@ pub(super) fn get_args(
     (pt_index, match_bits, remote_offset): (u32, u64, u64),
     user_ptr: *mut c_void,
 ) -> Result<(Ni, GetArgs), Code> {
-    let (ni, md) = md_of(md_handle)?;
+    let (ni, md, local_offset) = md_of(md_handle, local_offset, length)?;
     let args = GetArgs {
         md,
         local_offset,
@@ -138,7 +180,7 @@ pub(super) fn atomic_args(
     )?;
     let a = AtomicArgs {
         md: args.md,
-        local_offset,
+        local_offset: args.local_offset,
         length,
         ack_req: args.ack_req,
         remote: args.remote,
@@ -200,8 +242,8 @@ pub(super) fn fetch_args(
     operation: u8,
     datatype: u8,
 ) -> Result<(Ni, HeldFetch), Code> {
-    let (ni, get_md) = md_of(get_md_handle)?;
-    let (put_ni, put_md) = md_of(put_md_handle)?;
+    let (ni, get_md, local_get_offset) = md_of(get_md_handle, local_get_offset, length)?;
+    let (put_ni, put_md, local_put_offset) = md_of(put_md_handle, local_put_offset, length)?;
     if put_ni.handle() != ni.handle() {
         return Err(ARG_INVALID);
     }
