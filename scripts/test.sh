@@ -53,6 +53,20 @@ else
     echo "SKIPPED: Portals reference implementation (portals-backend/tests/ref_smoke.rs) — $portals_tarball not found; set PORTALS4_TARBALL to the portals4 release tarball" >>"$skip_log"
 fi
 
+# libportals (the Portals 4 C API over the native engine) and libpmi: the reference
+# implementation's test/basic suite built against them and run under rgasnetrun, plus the
+# library's own C tests, when the Portals release tarball is at hand (its header is the ABI).
+if [ -f "$portals_tarball" ] && have_libclang; then
+    echo "== libportals: test/basic and the C tests (scripts/libportals-tests.sh)"
+    PORTALS4_INCLUDE=$PWD/target/libportals/src/include scripts/libportals.sh "$portals_tarball" target/libportals >/dev/null
+    PORTALS4_INCLUDE=$PWD/target/libportals/src/include cargo test -p rgasnet-libportals --release
+    REQUIRE_ALL=1 scripts/libportals-tests.sh "$portals_tarball" target/libportals
+elif [ -f "$portals_tarball" ]; then
+    echo "SKIPPED: libportals test/basic (scripts/libportals-tests.sh) — libclang missing; fix: apt-get install -y libclang-dev" >>"$skip_log"
+else
+    echo "SKIPPED: libportals test/basic (scripts/libportals-tests.sh) — $portals_tarball not found; set PORTALS4_TARBALL to the portals4 release tarball" >>"$skip_log"
+fi
+
 # GASNet-EX's own tests on the rgasnet conduit, when the GASNet-EX release is at hand (CI has
 # it in ../shared/vendor). Built inside this clone, in target/gasnet-ex, once per run.
 gasnet_tarball=${GASNET_TARBALL:-../shared/vendor/GASNet-2025.8.0.tar.gz}

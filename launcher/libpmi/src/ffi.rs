@@ -89,6 +89,13 @@ fn out(call: &str, p: *mut c_int, v: c_int) -> Result<(), c_int> {
     Ok(())
 }
 
+/// Copies `v` to the caller's array at `p` (non-null, with room for `v.len()` ints).
+fn write_ints(p: *mut c_int, v: &[c_int]) {
+    // SAFETY: the callers check that `p` is non-null and, by PMI-1's contract, holds at
+    // least `v.len()` ints; the source is a Rust slice that cannot overlap it.
+    unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), p, v.len()) };
+}
+
 /// Reads a C string argument.
 fn string<'a>(call: &str, what: &str, p: *const c_char) -> Result<&'a str, c_int> {
     if p.is_null() {
@@ -233,15 +240,11 @@ pub extern "C" fn PMI_Get_clique_ranks(ranks: *mut c_int, length: c_int) -> c_in
             );
             return Err(PMI_ERR_INVALID_LENGTH);
         }
-        for (i, r) in mine.iter().enumerate() {
-            // SAFETY: `ranks` is non-null and holds `length` >= `mine.len()` ints (checked
-            // above; PMI-1's contract).
-            unsafe {
-                ranks
-                    .add(i)
-                    .write(c_int::try_from(*r).unwrap_or(c_int::MAX))
-            };
-        }
+        let ints: Vec<c_int> = mine
+            .iter()
+            .map(|r| c_int::try_from(*r).unwrap_or(c_int::MAX))
+            .collect();
+        write_ints(ranks, &ints);
         Ok(())
     })
 }

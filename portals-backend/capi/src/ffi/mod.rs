@@ -70,6 +70,32 @@ fn read<T: Copy>(p: *const T) -> Result<T, Code> {
     Ok(unsafe { p.read() })
 }
 
+/// The caller's array of `n` elements at `p` (`PTL_ARG_INVALID` if `p` is null).
+fn array<'a, T>(p: *const T, n: usize) -> Result<&'a [T], Code> {
+    if p.is_null() {
+        return Err(ARG_INVALID);
+    }
+    // SAFETY: non-null (checked); the API's contract: `p` points to `n` readable elements
+    // that outlive the call (the slice does not leave it).
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
+}
+
+/// Copies `v` to the caller's array at `p` (`PTL_ARG_INVALID` if `p` is null and `v` is not
+/// empty).
+fn write_array<T: Copy>(p: *mut T, v: &[T]) -> R {
+    if v.is_empty() {
+        return Ok(());
+    }
+    if p.is_null() {
+        return Err(ARG_INVALID);
+    }
+    // SAFETY: non-null (checked); the API's contract: `p` has room for the `v.len()`
+    // elements the caller said it has (the callers never write more); `v` is Rust memory
+    // that cannot overlap it.
+    unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), p, v.len()) };
+    Ok(())
+}
+
 /// The library, which must be initialized.
 fn lib_read() -> Result<std::sync::RwLockReadGuard<'static, Lib>, Code> {
     let lib = state::read();
@@ -345,19 +371,20 @@ pub extern "C" fn PtlSetMap(
     guard("PtlSetMap", || {
         let ni = ni_of_handle(&*lib_read()?, ni_handle)?;
         let n = usize::try_from(map_size).map_err(|_| ARG_INVALID)?;
-        if mapping.is_null() || n == 0 {
+        if n == 0 {
             return Err(ARG_INVALID);
         }
-        let mut map = Vec::with_capacity(n);
-        for i in 0..n {
-            // SAFETY: the caller's array holds `map_size` entries (the API's contract) and
-            // is non-null (checked); a map holds physical ids.
-            let p = unsafe { (*mapping.add(i)).phys };
-            map.push(rgasnet_portals::types::PhysId {
-                nid: p.nid,
-                pid: p.pid,
-            });
-        }
+        let map: Vec<rgasnet_portals::types::PhysId> = array(mapping, n)?
+            .iter()
+            .map(|id| {
+                // SAFETY: a rank map holds physical ids (the API's contract).
+                let p = unsafe { id.phys };
+                rgasnet_portals::types::PhysId {
+                    nid: p.nid,
+                    pid: p.pid,
+                }
+            })
+            .collect();
         ni.set_map(&map).map_err(fail)
     })
 }
@@ -377,15 +404,12 @@ pub extern "C" fn PtlGetMap(
         let n = usize::try_from(map_size)
             .map_err(|_| ARG_INVALID)?
             .min(map.len());
-        if n > 0 && mapping.is_null() {
-            return Err(ARG_INVALID);
-        }
-        for (i, id) in map.iter().take(n).enumerate() {
-            // SAFETY: the caller's array holds `map_size` >= `n` entries (the API's
-            // contract) and is non-null (checked).
-            unsafe { mapping.add(i).write(cv::c_process(ProcessId::Phys(*id))) };
-        }
-        Ok(())
+        let ids: Vec<c::ptl_process_t> = map
+            .iter()
+            .take(n)
+            .map(|id| cv::c_process(ProcessId::Phys(*id)))
+            .collect();
+        write_array(mapping, &ids)
     })
 }
 

@@ -116,10 +116,8 @@ pub extern "C" fn PtlEQPoll(
         }
         let mut eqs = Vec::with_capacity(size as usize);
         let mut ni = None;
-        for i in 0..size as usize {
-            // SAFETY: the caller's array holds `size` handles (the API's contract) and is
-            // non-null (checked).
-            let (n, h) = eq_of(unsafe { *eq_handles.add(i) })?;
+        for &handle in array(eq_handles, size as usize)? {
+            let (n, h) = eq_of(handle)?;
             ni.get_or_insert(n);
             eqs.push(h);
         }
@@ -246,10 +244,9 @@ pub extern "C" fn PtlCTPoll(
         let mut cts = Vec::with_capacity(size as usize);
         let mut thresholds = Vec::with_capacity(size as usize);
         let mut ni = None;
-        for i in 0..size as usize {
-            // SAFETY: both caller arrays hold `size` entries (the API's contract) and are
-            // non-null (checked).
-            let (ct, test) = unsafe { (*ct_handles.add(i), *tests.add(i)) };
+        let handles = array(ct_handles, size as usize)?;
+        let tests = array(tests, size as usize)?;
+        for (&ct, &test) in handles.iter().zip(tests) {
             let (n, h) = ct_of(ct)?;
             ni.get_or_insert(n);
             cts.push(h);

@@ -197,8 +197,10 @@ fn triggered_operations_wait_for_their_threshold_in_order() {
 
 #[test]
 fn triggered_operations_are_limited_per_ni() {
-    let mut limits = crate::types::NiLimits::default();
-    limits.max_triggered_ops = 2;
+    let limits = crate::types::NiLimits {
+        max_triggered_ops: 2,
+        ..Default::default()
+    };
     let mut e = Engine::new(phys(0), UID, 1);
     let (ni, _) = e.ni_init(MATCHING_PHYS, Some(limits)).unwrap();
     let ct = e.ct_alloc(ni).unwrap();
