@@ -61,6 +61,7 @@ if [ -f "$portals_tarball" ] && have_libclang; then
     PORTALS4_INCLUDE=$PWD/target/libportals/src/include scripts/libportals.sh "$portals_tarball" target/libportals >/dev/null
     PORTALS4_INCLUDE=$PWD/target/libportals/src/include cargo test -p rgasnet-libportals --release
     REQUIRE_ALL=1 scripts/libportals-tests.sh "$portals_tarball" target/libportals
+    scripts/libportals-c-tests.sh target/libportals/install
 elif [ -f "$portals_tarball" ]; then
     echo "SKIPPED: libportals test/basic (scripts/libportals-tests.sh) — libclang missing; fix: apt-get install -y libclang-dev" >>"$skip_log"
 else

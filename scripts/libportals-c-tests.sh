@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# rgasnet's own C tests of libportals (portals-backend/capi/tests/c): built as C11 with
+# -Wall -Wextra -Werror against the staged library and header, run under rgasnetrun, then
+# built and run again under AddressSanitizer.
+#
+#   scripts/libportals-c-tests.sh PREFIX [OUT]
+#
+# PREFIX is what scripts/libportals.sh staged (DIR/install); OUT (default PREFIX/../ctests)
+# holds the programs and their logs. Exit status 0 when every test passed.
+set -euo pipefail
+prefix=$(cd "${1:?usage: $0 PREFIX [OUT]}" && pwd)
+out=${2:-$prefix/../ctests}
+root=$(cd "$(dirname "$0")/.." && pwd)
+src=$root/portals-backend/capi/tests/c
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+cc=${CC:-cc}
+run=$prefix/bin/rgasnetrun
+status=0
+
+# check NAME NPROCS [ENV...]: runs one built program; extra checks by name.
+check() {
+    local bin=$1 n=$2 name log rc=0
+    shift 2
+    name=$(basename "$bin")
+    log=$out/$name.log
+    env "$@" timeout -k 5 60 "$run" -n "$n" "$bin" >"$log" 2>&1 || rc=$?
+    if [ $rc -ne 0 ]; then
+        echo "FAIL    $name (exit status $rc; see $log)"
+        status=1
+        return
+    fi
+    case $name in
+        peer_death*)
+            # The leaver's port is free again: nothing of it outlived the job.
+            port=$(sed -n 's/.*rank 1 port \([0-9]*\) .*/\1/p' "$log")
+            if [ -z "$port" ] || ss -Huln "sport = :$port" | grep -q .; then
+                echo "FAIL    $name (rank 1's UDP port ${port:-?} is still bound; see $log)"
+                status=1
+                return
+            fi ;;
+    esac
+    echo "PASS    $name"
+}
+
+for flavour in plain asan; do
+    flags=(-std=c11 -Wall -Wextra -Werror -O1 -g -I"$prefix/include")
+    suffix=
+    if [ $flavour = asan ]; then
+        flags+=(-fsanitize=address -fno-omit-frame-pointer)
+        suffix=-asan
+    fi
+    for t in events bad_args peer_death; do
+        "$cc" "${flags[@]}" "$src/$t.c" -L"$prefix/lib" -Wl,-rpath,"$prefix/lib" \
+            -lportals -lpmi -o "$out/$t$suffix"
+    done
+    shm_before=$(ls /dev/shm | wc -l)
+    check "$out/events$suffix" 2
+    check "$out/bad_args$suffix" 1
+    check "$out/peer_death$suffix" 2 RGASNET_PEER_TIMEOUT=2
+    if [ "$(ls /dev/shm | wc -l)" -gt "$shm_before" ]; then
+        echo "FAIL    /dev/shm holds more objects after the $flavour tests than before"
+        status=1
+    fi
+done
+exit $status
