@@ -1,0 +1,221 @@
+/* Portals 4 ping-pong between two ranks: rank 0 puts N bytes (with a counting ack) into rank
+ * 1's list entry, rank 1 waits for the arrival on its counting event and puts the same size
+ * back; the round trip is the time per iteration. Sizes 8 B to 1 MiB. A raw UDP ping-pong of
+ * 8 bytes between the same two processes (busy-polling, over loopback) is the baseline of the
+ * same run. Written against the standard portals4.h and PMI-1 only, so that one source builds
+ * against any libportals (rgasnet's, the reference implementation).
+ *
+ *   ptl_pingpong [ITERS]     (default 2000; fewer for sizes above 4 KiB)
+ *
+ * Output: testsmall's line shape ("... us ave. (put pingpong rtt)") and a "raw:" line. */
+#define _POSIX_C_SOURCE 200809L
+#include <portals4.h>
+#include <portals4/pmi.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CHECK(call)                                                                   \
+    do {                                                                              \
+        int rc_ = (call);                                                             \
+        if (rc_ != PTL_OK) {                                                          \
+            fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #call, rc_); \
+            exit(1);                                                                  \
+        }                                                                             \
+    } while (0)
+
+enum { MAX_SIZE = 1 << 20 };
+
+static int rank, size;
+static char kvs[256];
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static void kvs_put(const char *key, const char *value) {
+    if (PMI_KVS_Put(kvs, key, value) != PMI_SUCCESS || PMI_KVS_Commit(kvs) != PMI_SUCCESS) {
+        fprintf(stderr, "PMI_KVS_Put %s failed\n", key);
+        exit(1);
+    }
+}
+
+static void kvs_get(const char *key, char *value, int len) {
+    if (PMI_KVS_Get(kvs, key, value, len) != PMI_SUCCESS) {
+        fprintf(stderr, "PMI_KVS_Get %s failed\n", key);
+        exit(1);
+    }
+}
+
+/* The raw baseline: an 8-byte UDP ping-pong over loopback, both sides busy-polling. */
+static double udp_rtt(int iters) {
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in me, peer;
+    socklen_t len = sizeof me;
+    char key[32], value[32], buf[8] = {0};
+    int i;
+    memset(&me, 0, sizeof me);
+    me.sin_family = AF_INET;
+    me.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&me, sizeof me) != 0 ||
+        getsockname(fd, (struct sockaddr *)&me, &len) != 0) {
+        perror("udp baseline socket");
+        exit(1);
+    }
+    snprintf(key, sizeof key, "udp-%d", rank);
+    snprintf(value, sizeof value, "%u", (unsigned)ntohs(me.sin_port));
+    kvs_put(key, value);
+    PMI_Barrier();
+    snprintf(key, sizeof key, "udp-%d", 1 - rank);
+    kvs_get(key, value, sizeof value);
+    peer = me;
+    peer.sin_port = htons((unsigned short)atoi(value));
+    double t0 = 0;
+    for (i = -iters / 10; i < iters; i++) {
+        if (i == 0) t0 = now_us();
+        if (rank == 0) {
+            sendto(fd, buf, sizeof buf, 0, (struct sockaddr *)&peer, sizeof peer);
+        }
+        while (recv(fd, buf, sizeof buf, MSG_DONTWAIT) < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                perror("recv");
+                exit(1);
+            }
+        }
+        if (rank == 1) {
+            sendto(fd, buf, sizeof buf, 0, (struct sockaddr *)&peer, sizeof peer);
+        }
+    }
+    double rtt = (now_us() - t0) / iters;
+    close(fd);
+    PMI_Barrier();
+    return rtt;
+}
+
+/* Waits until `ct` counts `target` successes; a failure ends the run. */
+static void wait_ct(ptl_handle_ct_t ct, ptl_size_t target) {
+    ptl_ct_event_t v;
+    CHECK(PtlCTWait(ct, target, &v));
+    if (v.failure != 0) {
+        fprintf(stderr, "rank %d: %lu failed operations\n", rank, (unsigned long)v.failure);
+        exit(1);
+    }
+}
+
+int main(int argc, char **argv) {
+    int spawned = 0, iters = argc > 1 ? atoi(argv[1]) : 2000;
+    ptl_handle_ni_t ni;
+    ptl_process_t me, *map, peer;
+    ptl_pt_index_t pt;
+    ptl_handle_ct_t recv_ct, ack_ct;
+    ptl_handle_le_t leh;
+    ptl_handle_md_t mdh;
+    ptl_le_t le;
+    ptl_md_t md;
+    char key[32], value[64];
+    char *recv_buf = calloc(MAX_SIZE, 1), *send_buf = calloc(MAX_SIZE, 1);
+    ptl_size_t arrived = 0, sent = 0;
+    int r;
+
+    if (recv_buf == NULL || send_buf == NULL || iters <= 0) return 2;
+    CHECK(PtlInit());
+    if (PMI_Init(&spawned) != PMI_SUCCESS || PMI_Get_rank(&rank) != PMI_SUCCESS ||
+        PMI_Get_size(&size) != PMI_SUCCESS ||
+        PMI_KVS_Get_my_name(kvs, sizeof kvs) != PMI_SUCCESS) {
+        fprintf(stderr, "PMI-1 initialization failed\n");
+        return 1;
+    }
+    if (size != 2) {
+        fprintf(stderr, "ptl_pingpong runs on 2 ranks, not %d\n", size);
+        return 2;
+    }
+    CHECK(PtlNIInit(PTL_IFACE_DEFAULT, PTL_NI_NO_MATCHING | PTL_NI_LOGICAL, PTL_PID_ANY, NULL,
+                    NULL, &ni));
+    CHECK(PtlGetPhysId(ni, &me));
+    snprintf(key, sizeof key, "ptl-%d", rank);
+    snprintf(value, sizeof value, "%u:%u", (unsigned)me.phys.nid, (unsigned)me.phys.pid);
+    kvs_put(key, value);
+    PMI_Barrier();
+    map = calloc(2, sizeof *map);
+    for (r = 0; r < 2; r++) {
+        unsigned nid, pid;
+        snprintf(key, sizeof key, "ptl-%d", r);
+        kvs_get(key, value, sizeof value);
+        if (sscanf(value, "%u:%u", &nid, &pid) != 2) return 1;
+        map[r].phys.nid = nid;
+        map[r].phys.pid = pid;
+    }
+    CHECK(PtlSetMap(ni, 2, map));
+    CHECK(PtlPTAlloc(ni, 0, PTL_EQ_NONE, 0, &pt));
+    CHECK(PtlCTAlloc(ni, &recv_ct));
+    CHECK(PtlCTAlloc(ni, &ack_ct));
+    memset(&le, 0, sizeof le);
+    le.start = recv_buf;
+    le.length = MAX_SIZE;
+    le.ct_handle = recv_ct;
+    le.uid = PTL_UID_ANY;
+    le.options = PTL_LE_OP_PUT | PTL_LE_EVENT_CT_COMM | PTL_LE_EVENT_LINK_DISABLE |
+                 PTL_LE_EVENT_SUCCESS_DISABLE;
+    CHECK(PtlLEAppend(ni, pt, &le, PTL_PRIORITY_LIST, NULL, &leh));
+    memset(&md, 0, sizeof md);
+    md.start = send_buf;
+    md.length = MAX_SIZE;
+    md.options = PTL_MD_EVENT_CT_ACK;
+    md.eq_handle = PTL_EQ_NONE;
+    md.ct_handle = ack_ct;
+    CHECK(PtlMDBind(ni, &md, &mdh));
+    PMI_Barrier();
+
+    peer.rank = (ptl_rank_t)(1 - rank);
+    if (rank == 0) printf("ptl_pingpong: 2 ranks, put with a counting ack\n");
+    static const int sizes[] = {8, 64, 512, 4096, 32768, 262144, MAX_SIZE};
+    for (unsigned k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int s = sizes[k];
+        int n = s <= 4096 ? iters : (int)((long)iters * 4096 / s), i;
+        double t0 = 0;
+        if (n < 20) n = 20;
+        for (i = -n / 10 - 1; i < n; i++) {
+            if (i == 0) t0 = now_us();
+            if (rank == 0) {
+                CHECK(PtlPut(mdh, 0, (ptl_size_t)s, PTL_CT_ACK_REQ, peer, pt, 0, 0, NULL, 0));
+                sent++;
+                wait_ct(recv_ct, ++arrived);
+            } else {
+                wait_ct(recv_ct, ++arrived);
+                CHECK(PtlPut(mdh, 0, (ptl_size_t)s, PTL_CT_ACK_REQ, peer, pt, 0, 0, NULL, 0));
+                sent++;
+            }
+        }
+        double total = now_us() - t0;
+        wait_ct(ack_ct, sent);
+        if (rank == 0) {
+            printf("A:  0 - %10d byte : %7d iters, latency %10.0f us total, %9.3f us ave. "
+                   "(put pingpong rtt)\n",
+                   s, n, total, total / n);
+            fflush(stdout);
+        }
+    }
+    double raw = udp_rtt(iters);
+    if (rank == 0) printf("raw: udp pingpong 8 byte rtt %.2f us\n", raw);
+    CHECK(PtlMDRelease(mdh));
+    CHECK(PtlLEUnlink(leh));
+    CHECK(PtlCTFree(ack_ct));
+    CHECK(PtlCTFree(recv_ct));
+    CHECK(PtlPTFree(ni, pt));
+    CHECK(PtlNIFini(ni));
+    PMI_Finalize();
+    PtlFini();
+    free(map);
+    free(recv_buf);
+    free(send_buf);
+    return 0;
+}
