@@ -10,7 +10,7 @@
 //!
 //! ```text
 //!  0 tag (1 put, 2 get, 3 atomic, 4 fetch-atomic, 5 swap)   1 target NI kind index (0..=3)
-//!  2 ack_req (0 none, 1 ack, 2 ct-ack, 3 oc-ack)            3 atomic op (0xff: none)
+//!  2 ack_req (0 none, 1 ack, 2 ct-ack, 3 oc-ack, 4 confirmed, 5 confirmed-exact)            3 atomic op (0xff: none)
 //!  4 atomic datatype (0xff: none)                           5 operand length
 //!  6 pt_index u32   10 initiator uid u32   14 initiator rank u32 (RANK_ANY on physical NIs)
 //! 18 match_bits u64 26 remote_offset u64  34 hdr_data u64  42 op_id u64  50 rlength u64
@@ -254,6 +254,8 @@ fn ack_code(a: AckReq) -> u8 {
         AckReq::CtAck => 2,
         AckReq::OcAck => 3,
         AckReq::Confirmed => 4,
+        // The counting form is the initiator's business; the target sees a `ConfirmedAck`.
+        AckReq::ConfirmedAck | AckReq::ConfirmedCtAck => 5,
     }
 }
 
@@ -264,6 +266,7 @@ fn ack_from(code: u8) -> Result<AckReq, ProtoError> {
         2 => AckReq::CtAck,
         3 => AckReq::OcAck,
         4 => AckReq::Confirmed,
+        5 => AckReq::ConfirmedAck,
         c => return Err(ProtoError::BadAckReq(c)),
     })
 }

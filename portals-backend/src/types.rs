@@ -358,6 +358,15 @@ pub enum AckReq {
     /// operation. A confirmed success reports `mlength` = `rlength` and the `remote_offset`
     /// the initiator asked for (not where a locally managed entry put the data).
     Confirmed,
+    /// An rgasnet extension with exactly the semantics of [`AckReq::Ack`]: like
+    /// [`AckReq::Confirmed`], but the target also sends its ACK when the data landed
+    /// elsewhere than asked (a locally managed entry), so that every ACK reports the true
+    /// `mlength` and `remote_offset`. The C library's `PTL_ACK_REQ`.
+    ConfirmedAck,
+    /// [`AckReq::ConfirmedAck`] for a counting acknowledgement ([`AckReq::CtAck`]: counted on
+    /// the MD's CT, no full event). The C library's `PTL_CT_ACK_REQ`; on the wire a
+    /// `ConfirmedAck`.
+    ConfirmedCtAck,
 }
 
 /// Atomic operation (`ptl_op_t`).

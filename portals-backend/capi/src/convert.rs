@@ -245,12 +245,15 @@ pub fn entry_options(options: u32, me: bool) -> Option<MeOptions> {
     map_bits(options, MeOptions::empty(), &all)
 }
 
-/// `ptl_ack_req_t`.
+/// `ptl_ack_req_t`. Full and counting acknowledgements use the engine's confirmed forms:
+/// the same events and counts, but a success rides on the transport's acknowledgement
+/// instead of a message of its own (the target still sends one for a truncation, a failure
+/// or a deposit elsewhere than asked).
 pub fn ack_req(v: u8) -> Option<AckReq> {
     match u32::from(v) {
         c::PTL_NO_ACK_REQ => Some(AckReq::None),
-        c::PTL_ACK_REQ => Some(AckReq::Ack),
-        c::PTL_CT_ACK_REQ => Some(AckReq::CtAck),
+        c::PTL_ACK_REQ => Some(AckReq::ConfirmedAck),
+        c::PTL_CT_ACK_REQ => Some(AckReq::ConfirmedCtAck),
         c::PTL_OC_ACK_REQ => Some(AckReq::OcAck),
         _ => None,
     }

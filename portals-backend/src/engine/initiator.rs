@@ -345,13 +345,14 @@ impl Engine {
         }
         let (peer, my_rank) = self.resolve(call, ni, o.remote.target)?;
         let op_id = self.next_op_id;
-        // A message to this interface itself passes no transport to confirm it: it asks for
-        // a plain ACK, which arrives as its reply would.
-        let confirmed = o.ack_req == AckReq::Confirmed && peer != self.local;
-        let wire_ack = if o.ack_req == AckReq::Confirmed && !confirmed {
-            AckReq::Ack
-        } else {
-            o.ack_req
+        // The transport confirms a message to another interface; one to this interface itself
+        // passes no transport and asks for the acknowledgement it stands for.
+        let confirmed = wire_is_confirmed(o.ack_req, peer == self.local);
+        let wire_ack = match o.ack_req {
+            AckReq::Confirmed | AckReq::ConfirmedAck if !confirmed => AckReq::Ack,
+            AckReq::ConfirmedCtAck if !confirmed => AckReq::CtAck,
+            AckReq::ConfirmedCtAck => AckReq::ConfirmedAck,
+            other => other,
         };
         let header = RequestHeader {
             op: o.kind,
@@ -523,7 +524,7 @@ impl Engine {
         let Some(op) = self.pending.get(&op_id) else {
             return;
         };
-        if op.peer != peer || op.ack_req != AckReq::Confirmed || op.kind.has_reply() {
+        if op.peer != peer || !wire_is_confirmed(op.ack_req, false) || op.kind.has_reply() {
             self.stats.unexpected_responses += 1;
             return;
         }
@@ -599,7 +600,11 @@ impl Engine {
         ev.atomic_op = op.atomic.map(|a| a.0);
         ev.atomic_type = op.atomic.map(|a| a.1);
         let ok = fail == NiFail::Ok;
-        let full = reply || matches!(op.ack_req, AckReq::Ack | AckReq::Confirmed);
+        let full = reply
+            || matches!(
+                op.ack_req,
+                AckReq::Ack | AckReq::Confirmed | AckReq::ConfirmedAck
+            );
         if let (Some(eq), true) = (eq, full) {
             if !ok || !opts.contains(MdOptions::EVENT_SUCCESS_DISABLE) {
                 self.post(eq, ev);
@@ -617,6 +622,16 @@ impl Engine {
             self.count(ct, ok, bytes);
         }
     }
+}
+
+/// Whether an operation asking for `ack_req` is confirmed by the transport (to another
+/// interface than this one).
+fn wire_is_confirmed(ack_req: AckReq, to_self: bool) -> bool {
+    !to_self
+        && matches!(
+            ack_req,
+            AckReq::Confirmed | AckReq::ConfirmedAck | AckReq::ConfirmedCtAck
+        )
 }
 
 /// Whether an operation from an MD with `options` leaves from the MD's region in place: a put

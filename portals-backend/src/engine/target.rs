@@ -106,7 +106,7 @@ impl Engine {
     fn respond(&mut self, to: PhysId, h: &RequestHeader, fail: NiFail, mlength: u64, offset: u64) {
         if let Some(bytes) = self.response_bytes(h, fail, mlength, offset) {
             let message = OutMessage::from(bytes);
-            let message = if h.ack_req == AckReq::Confirmed {
+            let message = if matches!(h.ack_req, AckReq::Confirmed | AckReq::ConfirmedAck) {
                 message.fenced()
             } else {
                 message
@@ -469,10 +469,17 @@ impl Engine {
         match response {
             Some(message) => self.outgoing.push_back((from, message)),
             // The initiator learns of this success from its transport (see
-            // `AckReq::Confirmed`); only a truncation needs saying.
+            // `AckReq::Confirmed`); only a truncation needs saying, and for a `ConfirmedAck`
+            // also a deposit elsewhere than asked (a locally managed entry).
             None if h.ack_req == AckReq::Confirmed && m.mlength == h.rlength => {}
+            None if h.ack_req == AckReq::ConfirmedAck
+                && m.mlength == h.rlength
+                && m.offset == h.remote_offset => {}
             None if m.lazy_ack
-                && !matches!(h.ack_req, AckReq::None | AckReq::Confirmed)
+                && !matches!(
+                    h.ack_req,
+                    AckReq::None | AckReq::Confirmed | AckReq::ConfirmedAck
+                )
                 && !h.op.has_reply() =>
             {
                 if let Some(bytes) = self.response_bytes(h, NiFail::Ok, m.mlength, m.offset) {
