@@ -5,7 +5,10 @@
  * same run. Written against the standard portals4.h and PMI-1 only, so that one source builds
  * against any libportals (rgasnet's, the reference implementation).
  *
- *   ptl_pingpong [ITERS]     (default 2000; fewer for sizes above 4 KiB)
+ *   ptl_pingpong [ITERS] [MAX_BYTES]
+ *
+ * ITERS round trips per size up to 4 KiB (default 2000; fewer above), sizes up to MAX_BYTES
+ * (default 1 MiB).
  *
  * Output: testsmall's line shape ("... us ave. (put pingpong rtt)") and a "raw:" line. */
 #define _POSIX_C_SOURCE 200809L
@@ -113,6 +116,7 @@ static void wait_ct(ptl_handle_ct_t ct, ptl_size_t target) {
 
 int main(int argc, char **argv) {
     int spawned = 0, iters = argc > 1 ? atoi(argv[1]) : 2000;
+    long max_bytes = argc > 2 ? atol(argv[2]) : MAX_SIZE;
     ptl_handle_ni_t ni;
     ptl_process_t me, *map, peer;
     ptl_pt_index_t pt;
@@ -180,6 +184,7 @@ int main(int argc, char **argv) {
     static const int sizes[] = {8, 64, 512, 4096, 32768, 262144, MAX_SIZE};
     for (unsigned k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         int s = sizes[k];
+        if (s > max_bytes) break;
         int n = s <= 4096 ? iters : (int)((long)iters * 4096 / s), i;
         double t0 = 0;
         if (n < 20) n = 20;

@@ -18,6 +18,9 @@ use crate::table::{Table, KIND_CT, KIND_EQ, KIND_LE, KIND_MD, KIND_ME};
 pub const ENV_PEER_TIMEOUT: &str = "RGASNET_PEER_TIMEOUT";
 /// `RGASNET_PROGRESS_US`: the background progress period in microseconds (default 1000).
 pub const ENV_PROGRESS_US: &str = "RGASNET_PROGRESS_US";
+/// `RGASNET_WAIT_POLL_US`: microseconds a wait keeps polling after the last arrival before it
+/// sleeps in the kernel (default 1000), as for the conduit.
+pub const ENV_WAIT_POLL_US: &str = "RGASNET_WAIT_POLL_US";
 /// The job key of processes not started by `rgasnetrun` ("portals4" in ASCII): processes of
 /// one job must agree on it, and Portals has no job to take it from.
 pub const DEFAULT_JOB_KEY: u64 = 0x706f_7274_616c_7334;
@@ -316,12 +319,13 @@ fn open_interface(pid: Option<u32>) -> Result<Interface, OpenError> {
     })?;
     let peer_timeout = env_number(ENV_PEER_TIMEOUT, 30, 1, 86_400)?;
     let progress_us = env_number(ENV_PROGRESS_US, 1000, 10, 10_000_000)?;
+    let poll_us = env_number(ENV_WAIT_POLL_US, 1000, 0, 10_000_000)?;
     let transport = TransportConfig {
         job_key: job_key()?,
         peer_timeout: Duration::from_secs(peer_timeout),
         ..TransportConfig::for_datagram(endpoint.max_datagram())
     };
-    Interface::new(
+    let iface = Interface::new(
         InterfaceConfig {
             transport,
             uid: nix::unistd::getuid().as_raw(),
@@ -330,5 +334,11 @@ fn open_interface(pid: Option<u32>) -> Result<Interface, OpenError> {
         },
         Box::new(endpoint),
     )
-    .map_err(|e: PtlError| OpenError::Other(e.to_string()))
+    .map_err(|e: PtlError| OpenError::Other(e.to_string()))?;
+    // A wait spins for its first microseconds (a loopback round trip), then polls on,
+    // yielding the CPU between rounds, for the budget, and only then sleeps in the kernel:
+    // waking a sleeping process costs tens of microseconds on a virtual machine.
+    let budget = Duration::from_micros(poll_us);
+    iface.set_polling(budget.min(rgasnet_portals::udp::DEFAULT_SPIN), budget);
+    Ok(iface)
 }
