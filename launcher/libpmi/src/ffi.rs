@@ -69,7 +69,7 @@ fn failure_code(call: &str, why: PmiFailure) -> c_int {
         PmiFailure::NoSuchKey(_) => PMI_ERR_INVALID_KEY,
         PmiFailure::TooLong("key") => PMI_ERR_INVALID_KEY_LENGTH,
         PmiFailure::TooLong(_) => PMI_ERR_INVALID_VAL_LENGTH,
-        PmiFailure::Bootstrap(_) => PMI_FAIL,
+        PmiFailure::Bootstrap(_) | PmiFailure::ForeignLauncher(_) => PMI_FAIL,
     };
     // A missing key is an answer, not an incident: callers probe for keys.
     if matches!(why, PmiFailure::NoSuchKey(_)) {

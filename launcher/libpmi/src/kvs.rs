@@ -28,6 +28,8 @@ pub enum PmiFailure {
     TooLong(&'static str),
     /// The bootstrap failed (its message says why).
     Bootstrap(BootstrapError),
+    /// Another process manager started this process (the variable that says so is set).
+    ForeignLauncher(&'static str),
 }
 
 impl std::fmt::Display for PmiFailure {
@@ -37,6 +39,12 @@ impl std::fmt::Display for PmiFailure {
             PmiFailure::NoSuchKey(k) => write!(f, "no rank put the key {k:?}"),
             PmiFailure::TooLong(what) => write!(f, "the {what} is longer than the PMI limit"),
             PmiFailure::Bootstrap(e) => write!(f, "bootstrap: {e}"),
+            PmiFailure::ForeignLauncher(var) => write!(
+                f,
+                "{var} is set: another process manager started this process; rgasnet's libpmi \
+                 serves jobs started by rgasnetrun (start it with rgasnetrun -n N, or link that \
+                 process manager's libpmi)"
+            ),
         }
     }
 }
@@ -59,6 +67,14 @@ impl Session {
     /// launcher variables are set.
     pub fn start() -> Result<Session, PmiFailure> {
         if std::env::var_os(rgasnet_launcher::env::RANK).is_none() {
+            // Started by another process manager (MPICH's hydra, Slurm's PMI-1): a singleton
+            // here would run N jobs of one rank each instead of one of N.
+            if let Some(var) = ["PMI_FD", "PMI_PORT", "PMI_RANK"]
+                .into_iter()
+                .find(|v| std::env::var_os(v).is_some())
+            {
+                return Err(PmiFailure::ForeignLauncher(var));
+            }
             return Ok(Session {
                 backend: Backend::Singleton(HashMap::new()),
                 rank: 0,

@@ -9,54 +9,27 @@
 //! [`PtlError::NoSpace`]. An operation whose objects went away before it started (a
 //! released MD) fails when it starts, as a call on them would, and is dropped.
 
-use super::objects::{
-    AtomicArgs, CtHandle, FetchArgs, GetArgs, MdHandle, NiHandle, PutArgs, RemoteAddr,
-};
+use super::objects::{AtomicArgs, CtHandle, FetchArgs, GetArgs, NiHandle, PutArgs};
 use super::Engine;
 use crate::error::{PtlError, PtlResult};
-use crate::types::{AtomicOp, AtomicType, CtEvent};
+use crate::types::CtEvent;
 
-/// A fetch-atomic or swap held for later, owning its operand.
+/// A fetch-atomic or swap held for later: its arguments with the operand (a swap's compare
+/// or mask value) owned.
 #[derive(Debug, Clone)]
 pub struct HeldFetch {
-    /// See [`FetchArgs::get_md`].
-    pub get_md: MdHandle,
-    /// See [`FetchArgs::get_offset`].
-    pub get_offset: u64,
-    /// See [`FetchArgs::put_md`].
-    pub put_md: MdHandle,
-    /// See [`FetchArgs::put_offset`].
-    pub put_offset: u64,
-    /// See [`FetchArgs::length`].
-    pub length: u64,
-    /// See [`FetchArgs::remote`].
-    pub remote: RemoteAddr,
-    /// See [`FetchArgs::user_ptr`].
-    pub user_ptr: u64,
-    /// See [`FetchArgs::hdr_data`].
-    pub hdr_data: u64,
-    /// See [`FetchArgs::operand`].
+    /// The arguments; their `operand` is ignored (empty).
+    pub args: FetchArgs<'static>,
+    /// The operand.
     pub operand: Vec<u8>,
-    /// See [`FetchArgs::op`].
-    pub op: AtomicOp,
-    /// See [`FetchArgs::datatype`].
-    pub datatype: AtomicType,
 }
 
 impl HeldFetch {
-    fn args(&self) -> FetchArgs<'_> {
+    /// The arguments with the operand in place.
+    pub fn args(&self) -> FetchArgs<'_> {
         FetchArgs {
-            get_md: self.get_md,
-            get_offset: self.get_offset,
-            put_md: self.put_md,
-            put_offset: self.put_offset,
-            length: self.length,
-            remote: self.remote,
-            user_ptr: self.user_ptr,
-            hdr_data: self.hdr_data,
             operand: &self.operand,
-            op: self.op,
-            datatype: self.datatype,
+            ..self.args
         }
     }
 }

@@ -448,6 +448,34 @@ fn sweep_entries(lib: &mut Lib, me: bool) {
     }
 }
 
+/// Links an entry: `link` appends it to the engine (given the library, the NI and its
+/// index); its handle goes to the ME or LE table.
+fn append_entry(
+    ni_handle: u32,
+    handle_out: *mut u32,
+    me: bool,
+    link: impl FnOnce(&Lib, &Ni, usize) -> Result<rgasnet_portals::engine::MeHandle, Code>,
+) -> R {
+    if handle_out.is_null() {
+        return Err(ARG_INVALID);
+    }
+    let mut lib = lib_write()?;
+    let ni = ni_of_handle(&lib, ni_handle)?;
+    let ni_index = table::ni_of(ni_handle);
+    if (me && lib.mes.full()) || (!me && lib.les.full()) {
+        sweep_entries(&mut lib, me);
+    }
+    let h = link(&lib, &ni, ni_index)?;
+    let tab = if me { &mut lib.mes } else { &mut lib.les };
+    match tab.insert(Obj { ni: ni_index, h }) {
+        Some(ch) => out(handle_out, ch),
+        None => {
+            let _ = if me { ni.me_unlink(h) } else { ni.le_unlink(h) };
+            Err(cv::NO_SPACE)
+        }
+    }
+}
+
 /// Appends a list entry (non-matching NIs).
 #[no_mangle]
 pub extern "C" fn PtlLEAppend(
@@ -460,35 +488,23 @@ pub extern "C" fn PtlLEAppend(
 ) -> c_int {
     guard("PtlLEAppend", || {
         let d = read(le)?;
-        if le_handle.is_null() || d.options & cv::IOVEC != 0 {
+        if d.options & cv::IOVEC != 0 {
             return Err(ARG_INVALID);
         }
         let list = list_of(ptl_list)?;
-        let mut lib = lib_write()?;
-        let ni = ni_of_handle(&lib, ni_handle)?;
-        let ni_index = table::ni_of(ni_handle);
-        let (region, offset) = region_over(d.start, d.length)?;
-        let spec = LeSpec {
-            region,
-            offset,
-            length: d.length,
-            ct: ct_opt(&lib, ni_index, d.ct_handle)?,
-            uid: d.uid,
-            options: cv::entry_options(d.options, false).ok_or(ARG_INVALID)?,
-        };
-        if lib.les.full() {
-            sweep_entries(&mut lib, false);
-        }
-        let h = ni
-            .le_append(pt_index, spec, list, user_ptr as u64)
-            .map_err(fail)?;
-        match lib.les.insert(Obj { ni: ni_index, h }) {
-            Some(ch) => out(le_handle, ch),
-            None => {
-                let _ = ni.le_unlink(h);
-                Err(cv::NO_SPACE)
-            }
-        }
+        append_entry(ni_handle, le_handle, false, |lib, ni, ni_index| {
+            let (region, offset) = region_over(d.start, d.length)?;
+            let spec = LeSpec {
+                region,
+                offset,
+                length: d.length,
+                ct: ct_opt(lib, ni_index, d.ct_handle)?,
+                uid: d.uid,
+                options: cv::entry_options(d.options, false).ok_or(ARG_INVALID)?,
+            };
+            ni.le_append(pt_index, spec, list, user_ptr as u64)
+                .map_err(fail)
+        })
     })
 }
 
@@ -504,39 +520,27 @@ pub extern "C" fn PtlMEAppend(
 ) -> c_int {
     guard("PtlMEAppend", || {
         let d = read(me)?;
-        if me_handle.is_null() || d.options & cv::IOVEC != 0 {
+        if d.options & cv::IOVEC != 0 {
             return Err(ARG_INVALID);
         }
         let list = list_of(ptl_list)?;
-        let mut lib = lib_write()?;
-        let ni = ni_of_handle(&lib, ni_handle)?;
-        let ni_index = table::ni_of(ni_handle);
-        let (region, offset) = region_over(d.start, d.length)?;
-        let spec = MeSpec {
-            region,
-            offset,
-            length: d.length,
-            ct: ct_opt(&lib, ni_index, d.ct_handle)?,
-            uid: d.uid,
-            options: cv::entry_options(d.options, true).ok_or(ARG_INVALID)?,
-            match_id: target(&ni, d.match_id),
-            match_bits: d.match_bits,
-            ignore_bits: d.ignore_bits,
-            min_free: d.min_free,
-        };
-        if lib.mes.full() {
-            sweep_entries(&mut lib, true);
-        }
-        let h = ni
-            .me_append(pt_index, spec, list, user_ptr as u64)
-            .map_err(fail)?;
-        match lib.mes.insert(Obj { ni: ni_index, h }) {
-            Some(ch) => out(me_handle, ch),
-            None => {
-                let _ = ni.me_unlink(h);
-                Err(cv::NO_SPACE)
-            }
-        }
+        append_entry(ni_handle, me_handle, true, |lib, ni, ni_index| {
+            let (region, offset) = region_over(d.start, d.length)?;
+            let spec = MeSpec {
+                region,
+                offset,
+                length: d.length,
+                ct: ct_opt(lib, ni_index, d.ct_handle)?,
+                uid: d.uid,
+                options: cv::entry_options(d.options, true).ok_or(ARG_INVALID)?,
+                match_id: target(ni, d.match_id),
+                match_bits: d.match_bits,
+                ignore_bits: d.ignore_bits,
+                min_free: d.min_free,
+            };
+            ni.me_append(pt_index, spec, list, user_ptr as u64)
+                .map_err(fail)
+        })
     })
 }
 
@@ -592,6 +596,24 @@ fn search_op(op: c::ptl_search_op_t) -> Result<SearchOp, Code> {
     }
 }
 
+/// Runs a search whose criteria `spec` builds (given the library, the NI and its index).
+fn search(
+    ni_handle: u32,
+    pt_index: u32,
+    ptl_search_op: c::ptl_search_op_t,
+    user_ptr: *mut c_void,
+    spec: impl FnOnce(&Lib, &Ni, usize) -> Result<SearchSpec, Code>,
+) -> R {
+    let op = search_op(ptl_search_op)?;
+    let (ni, spec) = {
+        let lib = lib_read()?;
+        let ni = ni_of_handle(&lib, ni_handle)?;
+        let spec = spec(&lib, &ni, table::ni_of(ni_handle))?;
+        (ni, spec)
+    };
+    ni.search(pt_index, spec, op, user_ptr as u64).map_err(fail)
+}
+
 /// Searches the unexpected list of a PT with a list entry's criteria (any header).
 #[no_mangle]
 pub extern "C" fn PtlLESearch(
@@ -603,19 +625,22 @@ pub extern "C" fn PtlLESearch(
 ) -> c_int {
     guard("PtlLESearch", || {
         let d = read(le)?;
-        let op = search_op(ptl_search_op)?;
-        let lib = lib_read()?;
-        let ni = ni_of_handle(&lib, ni_handle)?;
-        let spec = SearchSpec {
-            ct: ct_opt(&lib, table::ni_of(ni_handle), d.ct_handle)?,
-            uid: d.uid,
-            options: cv::entry_options(d.options & !cv::IOVEC, false).ok_or(ARG_INVALID)?,
-            match_id: ProcessId::ANY_PHYS,
-            match_bits: 0,
-            ignore_bits: u64::MAX,
-        };
-        drop(lib);
-        ni.search(pt_index, spec, op, user_ptr as u64).map_err(fail)
+        search(
+            ni_handle,
+            pt_index,
+            ptl_search_op,
+            user_ptr,
+            |lib, _, ni_index| {
+                Ok(SearchSpec {
+                    ct: ct_opt(lib, ni_index, d.ct_handle)?,
+                    uid: d.uid,
+                    options: cv::entry_options(d.options & !cv::IOVEC, false).ok_or(ARG_INVALID)?,
+                    match_id: ProcessId::ANY_PHYS,
+                    match_bits: 0,
+                    ignore_bits: u64::MAX,
+                })
+            },
+        )
     })
 }
 
@@ -630,18 +655,21 @@ pub extern "C" fn PtlMESearch(
 ) -> c_int {
     guard("PtlMESearch", || {
         let d = read(me)?;
-        let op = search_op(ptl_search_op)?;
-        let lib = lib_read()?;
-        let ni = ni_of_handle(&lib, ni_handle)?;
-        let spec = SearchSpec {
-            ct: ct_opt(&lib, table::ni_of(ni_handle), d.ct_handle)?,
-            uid: d.uid,
-            options: cv::entry_options(d.options & !cv::IOVEC, true).ok_or(ARG_INVALID)?,
-            match_id: target(&ni, d.match_id),
-            match_bits: d.match_bits,
-            ignore_bits: d.ignore_bits,
-        };
-        drop(lib);
-        ni.search(pt_index, spec, op, user_ptr as u64).map_err(fail)
+        search(
+            ni_handle,
+            pt_index,
+            ptl_search_op,
+            user_ptr,
+            |lib, ni, ni_index| {
+                Ok(SearchSpec {
+                    ct: ct_opt(lib, ni_index, d.ct_handle)?,
+                    uid: d.uid,
+                    options: cv::entry_options(d.options & !cv::IOVEC, true).ok_or(ARG_INVALID)?,
+                    match_id: target(ni, d.match_id),
+                    match_bits: d.match_bits,
+                    ignore_bits: d.ignore_bits,
+                })
+            },
+        )
     })
 }

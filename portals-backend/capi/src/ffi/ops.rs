@@ -259,44 +259,34 @@ pub(super) fn fetch_args(
         unsafe { std::slice::from_raw_parts(operand.cast::<u8>(), dt.size()) }.to_vec()
     };
     let f = HeldFetch {
-        get_md,
-        get_offset: local_get_offset,
-        put_md,
-        put_offset: local_put_offset,
-        length,
-        remote: RemoteAddr {
-            target: target(&ni, target_id),
-            pt_index,
-            match_bits,
-            remote_offset,
+        args: FetchArgs {
+            get_md,
+            get_offset: local_get_offset,
+            put_md,
+            put_offset: local_put_offset,
+            length,
+            remote: RemoteAddr {
+                target: target(&ni, target_id),
+                pt_index,
+                match_bits,
+                remote_offset,
+            },
+            user_ptr: user_ptr as u64,
+            hdr_data,
+            operand: &[],
+            op,
+            datatype: dt,
         },
-        user_ptr: user_ptr as u64,
-        hdr_data,
         operand,
-        op,
-        datatype: dt,
     };
     Ok((ni, f))
 }
 
 fn fetch_now(ni: &Ni, f: &HeldFetch, swap: bool) -> R {
-    let args = FetchArgs {
-        get_md: f.get_md,
-        get_offset: f.get_offset,
-        put_md: f.put_md,
-        put_offset: f.put_offset,
-        length: f.length,
-        remote: f.remote,
-        user_ptr: f.user_ptr,
-        hdr_data: f.hdr_data,
-        operand: &f.operand,
-        op: f.op,
-        datatype: f.datatype,
-    };
     if swap {
-        ni.swap(&args).map_err(fail)
+        ni.swap(&f.args()).map_err(fail)
     } else {
-        ni.fetch_atomic(&args).map_err(fail)
+        ni.fetch_atomic(&f.args()).map_err(fail)
     }
 }
 
