@@ -48,10 +48,8 @@ fn a_singleton_has_rank_0_of_1_and_a_private_key_value_space() {
         PMI_SUCCESS
     );
     // SAFETY: PMI_KVS_Get wrote a NUL-terminated string into `value`.
-    assert_eq!(
-        unsafe { CStr::from_ptr(value.as_ptr()) }.to_str(),
-        Ok("42:17")
-    );
+    let got = unsafe { CStr::from_ptr(value.as_ptr()) };
+    assert_eq!(got.to_str(), Ok("42:17"));
     // Too small a buffer, a missing key, NULL arguments: codes, no crash.
     assert_eq!(
         PMI_KVS_Get(kvs.as_ptr(), key.as_ptr(), value.as_mut_ptr(), 3),
