@@ -29,6 +29,15 @@
 //! buffer that comes back is filled again while it is still in cache).
 //! [`Region::with_bytes`] lends a byte view of a region whose storage allows it.
 //!
+//! The engine also keeps what Portals programs in C rely on (the C library
+//! `rgasnet-libportals` exports `portals4.h` over it): an unexpected list per portal table
+//! entry, which priority appends and searches take headers from
+//! ([`engine::unexpected`]), triggered operations held on counting events
+//! ([`engine::triggered`]), acknowledgements with the exact semantics of Portals ACKs that
+//! ride on the transport ([`AckReq::ConfirmedAck`], [`AckReq::ConfirmedCtAck`]), and the
+//! reference implementation's bounds for accesses past an entry's end
+//! ([`PtOptions::PAST_END_EMPTY`]).
+//!
 //! The datagram link under an interface is the [`link::Link`] trait.
 // Unsafe code is allowed in two places only: the UDP layer's gathering send from a region's
 // memory (`udp::UdpEndpoint::send_gather_span`; DESIGN.md §9 admits it for the socket layer),
