@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use rgasnet_portals::engine::{
-    CtHandle, Engine, EqHandle, MdHandle, MdSpec, MeSpec, PutArgs, RemoteAddr,
+    CtHandle, Engine, EqHandle, MdHandle, MdSpec, MeSpec, NiHandle, PutArgs, RemoteAddr,
 };
 use rgasnet_portals::stack::Stack;
 use rgasnet_portals::transport::{Transport, TransportConfig};
@@ -27,6 +27,8 @@ const UID: u32 = 7;
 /// One interface of the test.
 pub(crate) struct Side {
     pub(crate) stack: Stack,
+    /// The NI.
+    pub(crate) ni: NiHandle,
     pub(crate) eq: EqHandle,
     pub(crate) md: MdHandle,
     /// What puts send from (the MD's region).
@@ -99,6 +101,7 @@ pub(crate) fn side(i: u32, ranks: u32, now: Instant, portals: &[Portal]) -> Side
         .unwrap();
     Side {
         stack: Stack::new(e, transport),
+        ni,
         eq,
         md,
         src,

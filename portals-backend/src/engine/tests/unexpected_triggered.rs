@@ -248,3 +248,41 @@ fn past_the_end_moves_nothing_only_where_the_pt_asks() {
     }
     assert_eq!(r.to_vec(0, 4).unwrap(), vec![0; 4]);
 }
+
+#[test]
+fn a_full_unexpected_list_disables_a_flow_controlled_pt() {
+    let limits = crate::types::NiLimits {
+        max_unexpected_headers: 2,
+        ..Default::default()
+    };
+    let mut net = Net::new(2, MATCHING_PHYS);
+    // Node 1 again, with room for two headers.
+    let mut e = Engine::new(phys(1), UID, 99);
+    let (ni, _) = e.ni_init(MATCHING_PHYS, Some(limits)).unwrap();
+    net.e[1] = e;
+    net.ni[1] = ni;
+    let eq_t = net.eq(1, 64);
+    net.pt(1, 0, PtOptions::FLOWCTRL, Some(eq_t));
+    let over = Region::new(64);
+    let mut spec = me_spec(&over, 0, MeOptions::OP_PUT | MeOptions::EVENT_LINK_DISABLE);
+    spec.ignore_bits = u64::MAX;
+    net.me(1, 0, spec, ListKind::Overflow, 0);
+    let src = Region::from_bytes(&[1; 4]);
+    let eq_i = net.eq(0, 8);
+    let md = net.md(0, &src, MdOptions::EVENT_SEND_DISABLE, Some(eq_i), None);
+    let mut fails = Vec::new();
+    for _ in 0..3 {
+        net.e[0]
+            .put(&put_args(md, 4, AckReq::Ack, p(1), 0, 0))
+            .unwrap();
+        net.run();
+        fails.extend(net.events(0, eq_i).iter().map(|e| e.ni_fail));
+    }
+    assert_eq!(fails, vec![NiFail::Ok, NiFail::Ok, NiFail::PtDisabled]);
+    let kinds: Vec<EventKind> = net.events(1, eq_t).iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![EventKind::Put, EventKind::Put, EventKind::PtDisabled]
+    );
+    assert_eq!(net.e[1].unexpected_len(ni, 0).unwrap(), 2);
+}

@@ -1,0 +1,205 @@
+//! `AckReq::ConfirmedAck` and `ConfirmedCtAck`, the C library's `PTL_ACK_REQ` and
+//! `PTL_CT_ACK_REQ`, on two stacks wired back to back (no sockets, virtual time): a success
+//! that landed where asked sends no ACK message and completes from the transport's
+//! confirmation, with the events and counts of a plain ACK; a deposit into a locally managed
+//! entry (elsewhere than asked) is answered with an ACK message that reports the true offset.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed call is a failed test
+
+mod back_to_back;
+
+use std::time::{Duration, Instant};
+
+use back_to_back::{Portal, PutTo, Side};
+use rgasnet_portals::engine::{EqGet, MdSpec, MeSpec, PutArgs, RemoteAddr};
+use rgasnet_portals::types::{
+    AckReq, CtEvent, EventKind, ListKind, MdOptions, MeOptions, NiFail, ProcessId, PtOptions,
+    RANK_ANY,
+};
+
+const PLAIN_PT: u32 = 0;
+const MANAGED_PT: u32 = 1;
+
+fn side(i: u32, now: Instant) -> Side {
+    let plain = Portal {
+        index: PLAIN_PT,
+        options: PtOptions::empty(),
+        with_entry: true,
+    };
+    let managed = Portal {
+        index: MANAGED_PT,
+        options: PtOptions::empty(),
+        with_entry: false,
+    };
+    let mut s = back_to_back::side(i, 2, now, &[plain, managed]);
+    let spec = MeSpec {
+        region: s.sink.clone(),
+        offset: 0,
+        length: s.sink.len() as u64,
+        ct: None,
+        uid: 7,
+        options: MeOptions::OP_PUT | MeOptions::MANAGE_LOCAL | MeOptions::EVENT_LINK_DISABLE,
+        match_id: ProcessId::Rank(RANK_ANY),
+        match_bits: 0,
+        ignore_bits: 0,
+        min_free: 0,
+    };
+    s.stack
+        .engine
+        .me_append(s.ni, MANAGED_PT, spec, ListKind::Priority, 0)
+        .unwrap();
+    s
+}
+
+fn transmit(from: &mut Side, now: Instant) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut datagrams = Vec::new();
+    while from.stack.poll_transmit(now, &mut out).is_some() {
+        datagrams.push(out.clone());
+    }
+    from.stack.pump(now);
+    datagrams
+}
+
+fn settle(a: &mut Side, b: &mut Side, mut now: Instant) {
+    for _ in 0..500 {
+        for s in [&mut *a, &mut *b] {
+            if s.stack.poll_timeout().is_some_and(|t| t <= now) {
+                s.stack.handle_timeout(now);
+            }
+        }
+        let ab = transmit(a, now);
+        for d in &ab {
+            b.stack.handle_datagram(now, a.stack.local(), d);
+        }
+        b.stack.pump(now);
+        let ba = transmit(b, now);
+        for d in &ba {
+            a.stack.handle_datagram(now, b.stack.local(), d);
+        }
+        a.stack.pump(now);
+        if ab.is_empty()
+            && ba.is_empty()
+            && a.stack.all_acknowledged()
+            && b.stack.all_acknowledged()
+        {
+            return;
+        }
+        now += Duration::from_millis(10);
+    }
+    panic!("the two stacks did not go quiet");
+}
+
+fn acks(s: &mut Side) -> Vec<(EventKind, NiFail, u64, u64)> {
+    let mut got = Vec::new();
+    while let EqGet::Event(ev) = s.stack.engine.eq_get(s.eq).unwrap() {
+        if ev.kind == EventKind::Ack {
+            got.push((ev.kind, ev.ni_fail, ev.mlength, ev.remote_offset));
+        }
+    }
+    got
+}
+
+fn put(s: &mut Side, pt: u32, offset: u64, bytes: &[u8], ack: AckReq, now: Instant) {
+    let to = PutTo {
+        rank: 1,
+        pt,
+        match_bits: 0,
+        offset,
+        ack,
+        user_ptr: 1,
+    };
+    back_to_back::engine_put(s, to, bytes);
+    s.stack.pump(now);
+}
+
+#[test]
+fn a_success_where_asked_needs_no_ack_message() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = (side(0, t0), side(1, t0));
+    put(&mut a, PLAIN_PT, 24, b"exactly!", AckReq::ConfirmedAck, t0);
+    settle(&mut a, &mut b, t0);
+    assert_eq!(b.sink.to_vec(24, 8).unwrap(), b"exactly!");
+    assert_eq!(b.stack.transport.stats().messages_sent, 0, "no ACK message");
+    assert_eq!(acks(&mut a), vec![(EventKind::Ack, NiFail::Ok, 8, 24)]);
+    assert_eq!(a.stack.engine.stats().confirmed, 1);
+}
+
+#[test]
+fn a_locally_managed_deposit_is_answered_with_its_true_offset() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = (side(0, t0), side(1, t0));
+    put(&mut a, MANAGED_PT, 100, b"first", AckReq::ConfirmedAck, t0);
+    put(&mut a, MANAGED_PT, 100, b"second", AckReq::ConfirmedAck, t0);
+    settle(&mut a, &mut b, t0);
+    assert_eq!(b.sink.to_vec(0, 11).unwrap(), b"firstsecond");
+    assert_eq!(
+        b.stack.transport.stats().messages_sent,
+        2,
+        "one ACK per put"
+    );
+    assert_eq!(
+        acks(&mut a),
+        vec![
+            (EventKind::Ack, NiFail::Ok, 5, 0),
+            (EventKind::Ack, NiFail::Ok, 6, 5)
+        ],
+        "where the data landed, not the offset asked for"
+    );
+    // The plain `Confirmed` of rgasnet's active messages stays silent there.
+    put(&mut a, MANAGED_PT, 100, b"third", AckReq::Confirmed, t0);
+    settle(&mut a, &mut b, t0);
+    assert_eq!(b.stack.transport.stats().messages_sent, 2);
+    assert_eq!(acks(&mut a), vec![(EventKind::Ack, NiFail::Ok, 5, 100)]);
+}
+
+#[test]
+fn a_counting_ack_counts_and_posts_no_event() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = (side(0, t0), side(1, t0));
+    let ct = a.stack.engine.ct_alloc(a.ni).unwrap();
+    let md = a
+        .stack
+        .engine
+        .md_bind(
+            a.ni,
+            MdSpec {
+                region: a.src.clone(),
+                offset: 0,
+                length: 64,
+                options: MdOptions::EVENT_SEND_DISABLE | MdOptions::EVENT_CT_ACK,
+                eq: Some(a.eq),
+                ct: Some(ct),
+            },
+        )
+        .unwrap();
+    for i in 0..3u64 {
+        a.stack
+            .engine
+            .put(&PutArgs {
+                md,
+                local_offset: 0,
+                length: 8,
+                ack_req: AckReq::ConfirmedCtAck,
+                remote: RemoteAddr {
+                    target: ProcessId::Rank(1),
+                    pt_index: PLAIN_PT,
+                    match_bits: 0,
+                    remote_offset: 8 * i,
+                },
+                user_ptr: 0,
+                hdr_data: 0,
+            })
+            .unwrap();
+    }
+    a.stack.pump(t0);
+    settle(&mut a, &mut b, t0);
+    assert_eq!(
+        a.stack.engine.ct_get(ct).unwrap(),
+        CtEvent {
+            success: 3,
+            failure: 0
+        }
+    );
+    assert_eq!(acks(&mut a), vec![], "counted, no full event");
+    assert_eq!(b.stack.transport.stats().messages_sent, 0);
+}
