@@ -28,7 +28,7 @@ pub const DEFAULT_JOB_KEY: u64 = 0x706f_7274_616c_7334;
 /// operations among them) to be delivered.
 const CLOSE_DRAIN: Duration = Duration::from_secs(2);
 /// How long closing the last NI waits for silence from its peers.
-const CLOSE_QUIET: Duration = Duration::from_millis(50);
+const CLOSE_QUIET: Duration = Duration::from_millis(100);
 
 /// Why opening the interface failed.
 #[derive(Debug)]
