@@ -24,13 +24,21 @@ check() {
     shift 2
     name=$(basename "$bin")
     log=$out/$name.log
-    env "$@" timeout -k 5 60 "$run" -n "$n" "$bin" >"$log" 2>&1 || rc=$?
+    local args=()
+    case $name in ptl_pingpong*) args=(200 65536) ;; esac
+    env "$@" timeout -k 5 60 "$run" -n "$n" "$bin" "${args[@]}" >"$log" 2>&1 || rc=$?
     if [ $rc -ne 0 ]; then
         echo "FAIL    $name (exit status $rc; see $log)"
         status=1
         return
     fi
     case $name in
+        ptl_pingpong*)
+            if [ "$(grep -c '(put pingpong rtt)' "$log")" != 5 ] || ! grep -q '^raw: udp' "$log"; then
+                echo "FAIL    $name (missing figures; see $log)"
+                status=1
+                return
+            fi ;;
         peer_death*)
             # The leaver's port is free again: nothing of it outlived the job.
             port=$(sed -n 's/.*rank 1 port \([0-9]*\) .*/\1/p' "$log")
@@ -54,10 +62,14 @@ for flavour in plain asan; do
         "$cc" "${flags[@]}" "$src/$t.c" -L"$prefix/lib" -Wl,-rpath,"$prefix/lib" \
             -lportals -lpmi -o "$out/$t$suffix"
     done
+    # The ping-pong benchmark builds warning-free too, and runs (briefly).
+    "$cc" "${flags[@]}" "$root/benches/c/ptl_pingpong.c" -L"$prefix/lib" -Wl,-rpath,"$prefix/lib" \
+        -lportals -lpmi -o "$out/ptl_pingpong$suffix"
     shm_before=$(ls /dev/shm | wc -l)
     check "$out/events$suffix" 2
     check "$out/bad_args$suffix" 1
     check "$out/peer_death$suffix" 2 RGASNET_PEER_TIMEOUT=2
+    check "$out/ptl_pingpong$suffix" 2
     if [ "$(ls /dev/shm | wc -l)" -gt "$shm_before" ]; then
         echo "FAIL    /dev/shm holds more objects after the $flavour tests than before"
         status=1
