@@ -131,13 +131,17 @@ fn ni_of_handle(lib: &Lib, h: u32) -> Result<Ni, Code> {
 /// words' address as its origin, so events carry C addresses.
 fn region_over(start: *mut c_void, length: u64) -> Result<(Region, u64), Code> {
     let len = usize::try_from(length).map_err(|_| ARG_INVALID)?;
+    let addr = start as usize;
     if len == 0 {
-        return Ok((Region::new(0), 0));
+        // No bytes, but events still report the caller's address.
+        // SAFETY: an empty memory (null, no words) reaches nothing.
+        let empty = unsafe { ExternalMemory::new(std::ptr::null_mut(), 0) }.ok_or(ARG_INVALID)?;
+        let region = Region::with_memory_at(Box::new(empty), 0, addr as u64).ok_or(ARG_INVALID)?;
+        return Ok((region, 0));
     }
     if start.is_null() {
         return Err(ARG_INVALID);
     }
-    let addr = start as usize;
     let end = addr.checked_add(len).ok_or(ARG_INVALID)?;
     let base = addr & !7;
     let words_end = end.checked_next_multiple_of(8).ok_or(ARG_INVALID)?;
