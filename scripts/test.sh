@@ -43,7 +43,7 @@ if [ -f "$portals_tarball" ]; then
     if [ "$rc" = 0 ]; then
         portals_dir=${out#PORTALS4_DIR=}
         PORTALS4_DIR=$portals_dir LD_LIBRARY_PATH=$portals_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-            cargo test -p rgasnet-portals --features ref-impl --release --test ref_smoke
+            cargo test -p rgasnet-portals --features ref-impl --release --test ref_smoke --test ref_ops
     elif [ "$rc" = 3 ]; then
         echo "SKIPPED: Portals reference implementation (portals-backend/tests/ref_smoke.rs) — build tools missing; fix: apt-get install -y autoconf automake libtool libev-dev" >>"$skip_log"
     else
@@ -62,6 +62,11 @@ if [ -f "$portals_tarball" ] && have_libclang; then
     PORTALS4_INCLUDE=$PWD/target/libportals/src/include cargo test -p rgasnet-libportals --release
     REQUIRE_ALL=1 scripts/libportals-tests.sh "$portals_tarball" target/libportals
     scripts/libportals-c-tests.sh target/libportals/install
+    # rgasnet-portals' Portals-library path over rgasnet's own libportals: the same put/get
+    # test as over the reference implementation (a cross-check of both).
+    CARGO_TARGET_DIR=$PWD/target/ref-over-libportals PORTALS4_DIR=$PWD/target/libportals/install \
+        LD_LIBRARY_PATH=$PWD/target/libportals/install/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+        cargo test -p rgasnet-portals --features ref-impl --release --test ref_ops
 elif [ -f "$portals_tarball" ]; then
     echo "SKIPPED: libportals test/basic (scripts/libportals-tests.sh) — libclang missing; fix: apt-get install -y libclang-dev" >>"$skip_log"
 else

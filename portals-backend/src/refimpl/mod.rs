@@ -2,22 +2,26 @@
 //! a vendor's `libportals` with the same API, through `portals4-sys`. This is the FFI module of
 //! that path, where its `unsafe` lives.
 //!
-//! Today it opens a network interface of the library, reads its physical id and negotiated
-//! limits, and closes it again ([`probe`]): the check that the library links, initializes and
-//! runs here, and the foundation of a `ref` engine behind the [`crate::interface`] API.
+//! [`probe`] opens a network interface of the library, reads its physical id and negotiated
+//! limits, and closes it again: the check that the library links, initializes and runs here.
+//! [`ops`] is the foundation of a `ref` engine behind the [`crate::interface`] API: the
+//! library's NIs, event queues, portal table entries, list entries and memory descriptors as
+//! owned Rust values, with put and get, and its events as the engine's [`crate::types::Event`].
 
 use portals4_sys as ffi;
 
 use crate::error::{PtlError, PtlResult};
 use crate::types::{Addressing, Matching, NiKind, NiLimits, PhysId};
 
+pub mod ops;
+
 // Values of portals4.h macros that bindgen cannot evaluate (casts, enum shifts); they are the
 // standard's constants.
 /// `PTL_IFACE_DEFAULT`: the library's default interface (`PTL_IFACE_NAME` picks it in the
 /// reference implementation).
-const IFACE_DEFAULT: ffi::ptl_interface_t = 0xffff_ffff;
+pub(crate) const IFACE_DEFAULT: ffi::ptl_interface_t = 0xffff_ffff;
 /// `PTL_PID_ANY`: let the library choose the process id.
-const PID_ANY: ffi::ptl_pid_t = 0xffff;
+pub(crate) const PID_ANY: ffi::ptl_pid_t = 0xffff;
 /// `PTL_NI_MATCHING`, `PTL_NI_NO_MATCHING`, `PTL_NI_LOGICAL`, `PTL_NI_PHYSICAL`.
 const NI_MATCHING: u32 = 1 << 0;
 const NI_NO_MATCHING: u32 = 1 << 1;
@@ -37,7 +41,7 @@ pub struct RefProbe {
 }
 
 /// The standard's name of a return code.
-fn retval_name(rc: std::os::raw::c_int) -> &'static str {
+pub(crate) fn retval_name(rc: std::os::raw::c_int) -> &'static str {
     const NAMES: [&str; 16] = [
         "PTL_OK",
         "PTL_ARG_INVALID",
@@ -63,7 +67,7 @@ fn retval_name(rc: std::os::raw::c_int) -> &'static str {
         .unwrap_or("an unknown code")
 }
 
-fn check(call: &'static str, rc: std::os::raw::c_int) -> PtlResult<()> {
+pub(crate) fn check(call: &'static str, rc: std::os::raw::c_int) -> PtlResult<()> {
     if rc == ffi::ptl_retvals_PTL_OK as std::os::raw::c_int {
         Ok(())
     } else {
@@ -74,7 +78,7 @@ fn check(call: &'static str, rc: std::os::raw::c_int) -> PtlResult<()> {
     }
 }
 
-fn options(kind: NiKind) -> u32 {
+pub(crate) fn options(kind: NiKind) -> u32 {
     (match kind.matching {
         Matching::Matching => NI_MATCHING,
         Matching::NoMatching => NI_NO_MATCHING,
@@ -84,7 +88,7 @@ fn options(kind: NiKind) -> u32 {
     }
 }
 
-fn count(v: std::os::raw::c_int) -> u32 {
+pub(crate) fn count(v: std::os::raw::c_int) -> u32 {
     u32::try_from(v).unwrap_or(0)
 }
 

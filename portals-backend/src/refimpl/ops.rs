@@ -1,0 +1,609 @@
+//! Portals objects of a Portals 4 library as owned Rust values: the library ([`RefLibrary`]),
+//! an NI ([`RefNi`]), event queues, portal table entries, list entries over library-visible
+//! memory ([`RefBuffer`]), memory descriptors, and put/get. Each object is released when
+//! dropped; each call's return code becomes a [`PtlError`] that names the call and the code.
+//!
+//! Memory the library reaches is a [`RefBuffer`]: heap bytes at a fixed address that the
+//! library reads and writes on its own (a progress thread, a NIC) while an MD or entry covers
+//! them, so the program only copies in and out of it, between the events that say an
+//! operation is done.
+
+use std::ptr::NonNull;
+use std::time::Duration;
+
+use portals4_sys as ffi;
+
+use super::{check, count, options, IFACE_DEFAULT, PID_ANY};
+use crate::error::{PtlError, PtlResult};
+use crate::types::{
+    AckReq, Event, EventKind, ListKind, MdOptions, MeOptions, NiFail, NiKind, NiLimits, PhysId,
+    ProcessId, PtIndex, PtOptions,
+};
+
+// portals4.h's handle constants (casts bindgen does not evaluate).
+const EQ_NONE: ffi::ptl_handle_eq_t = 0x3fff_ffff;
+const CT_NONE: ffi::ptl_handle_ct_t = 0x5fff_ffff;
+const UID_ANY: ffi::ptl_uid_t = 0xffff_ffff;
+const PT_ANY: ffi::ptl_pt_index_t = 0xffff_ffff;
+
+/// The library, initialized (`PtlInit`) for as long as this value lives (`PtlFini` on drop).
+/// The reference implementation cannot be initialized again once finalized: a process keeps
+/// one for its whole run.
+#[derive(Debug)]
+pub struct RefLibrary(());
+
+impl RefLibrary {
+    /// `PtlInit`.
+    pub fn init() -> PtlResult<RefLibrary> {
+        // SAFETY: PtlInit takes no arguments; the value's drop balances it.
+        check("PtlInit", unsafe { ffi::PtlInit() })?;
+        Ok(RefLibrary(()))
+    }
+}
+
+impl Drop for RefLibrary {
+    fn drop(&mut self) {
+        // SAFETY: balances the PtlInit of `init`; the objects borrow the library, so none
+        // outlives it.
+        unsafe { ffi::PtlFini() };
+    }
+}
+
+/// Heap bytes at a fixed address for the library to read and write.
+#[derive(Debug)]
+pub struct RefBuffer {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the bytes are plain heap memory owned by this value; every access from Rust is a
+// copy through the raw pointer (never a reference), so moving or sharing the value between
+// threads adds no aliasing.
+unsafe impl Send for RefBuffer {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for RefBuffer {}
+
+impl RefBuffer {
+    /// `len` zero bytes (at least one byte is allocated, so the address is never dangling).
+    pub fn new(len: usize) -> RefBuffer {
+        let boxed: Box<[u8]> = vec![0u8; len.max(1)].into_boxed_slice();
+        let ptr = NonNull::from(Box::leak(boxed)).cast::<u8>();
+        RefBuffer { ptr, len }
+    }
+
+    /// Its length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The address of its first byte (what the library's events report).
+    pub fn addr(&self) -> u64 {
+        self.ptr.as_ptr() as u64
+    }
+
+    fn range(&self, offset: usize, len: usize) -> PtlResult<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(PtlError::arg(
+                "RefBuffer",
+                format!("{len} bytes at {offset} exceed the buffer's {}", self.len),
+            )),
+        }
+    }
+
+    /// Copies `src` in at `offset`. Call it only while no operation the library runs writes
+    /// those bytes.
+    pub fn write(&self, offset: usize, src: &[u8]) -> PtlResult<()> {
+        self.range(offset, src.len())?;
+        // SAFETY: in bounds (checked); the destination is this value's own allocation, which
+        // no Rust reference covers; `src` is another allocation.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len())
+        };
+        Ok(())
+    }
+
+    /// Copies `dst.len()` bytes out from `offset`.
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> PtlResult<()> {
+        self.range(offset, dst.len())?;
+        // SAFETY: in bounds (checked); see `write`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.ptr.as_ptr().add(offset),
+                dst.as_mut_ptr(),
+                dst.len(),
+            )
+        };
+        Ok(())
+    }
+}
+
+impl Drop for RefBuffer {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from `Box::leak` of a boxed slice of `len.max(1)` bytes in
+        // `new`, and is freed once; the MDs and entries over the buffer borrow it, so none
+        // outlives it.
+        drop(unsafe {
+            Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                self.ptr.as_ptr(),
+                self.len.max(1),
+            ))
+        });
+    }
+}
+
+/// An NI of the library (`PtlNIFini` on drop).
+#[derive(Debug)]
+pub struct RefNi<'lib> {
+    _lib: &'lib RefLibrary,
+    h: ffi::ptl_handle_ni_t,
+    kind: NiKind,
+    limits: NiLimits,
+}
+
+/// An event queue (`PtlEQFree` on drop).
+#[derive(Debug)]
+pub struct RefEq<'ni> {
+    _ni: &'ni RefNi<'ni>,
+    h: ffi::ptl_handle_eq_t,
+}
+
+/// A memory descriptor over a buffer (`PtlMDRelease` on drop).
+#[derive(Debug)]
+pub struct RefMd<'a> {
+    _buf: &'a RefBuffer,
+    h: ffi::ptl_handle_md_t,
+}
+
+/// A list entry over a buffer (`PtlLEUnlink` on drop).
+#[derive(Debug)]
+pub struct RefLe<'a> {
+    _buf: &'a RefBuffer,
+    h: ffi::ptl_handle_le_t,
+}
+
+fn bits<F: Copy>(value: F, table: &[(F, u32)], contains: impl Fn(F, F) -> bool) -> u32 {
+    table
+        .iter()
+        .filter(|(flag, _)| contains(value, *flag))
+        .fold(0, |acc, (_, bit)| acc | bit)
+}
+
+fn le_bits(o: MeOptions) -> PtlResult<u32> {
+    let known = MeOptions::OP_PUT
+        | MeOptions::OP_GET
+        | MeOptions::USE_ONCE
+        | MeOptions::EVENT_LINK_DISABLE
+        | MeOptions::EVENT_COMM_DISABLE
+        | MeOptions::EVENT_SUCCESS_DISABLE
+        | MeOptions::EVENT_UNLINK_DISABLE
+        | MeOptions::EVENT_CT_COMM;
+    if !known.contains(o) {
+        return Err(PtlError::arg(
+            "PtlLEAppend",
+            format!("options {o:?} are not offered here"),
+        ));
+    }
+    Ok(bits(
+        o,
+        &[
+            (MeOptions::OP_PUT, 1 << ffi::mele_options_MELE_OP_PUT),
+            (MeOptions::OP_GET, 1 << ffi::mele_options_MELE_OP_GET),
+            (MeOptions::USE_ONCE, 1 << ffi::mele_options_MELE_USE_ONCE),
+            (
+                MeOptions::EVENT_LINK_DISABLE,
+                1 << ffi::mele_options_MELE_EVNT_LINK_DISABLE,
+            ),
+            (
+                MeOptions::EVENT_COMM_DISABLE,
+                1 << ffi::mele_options_MELE_EVNT_COMM_DISABLE,
+            ),
+            (
+                MeOptions::EVENT_SUCCESS_DISABLE,
+                1 << ffi::mele_options_MELE_EVNT_SUCCESS_DISABLE,
+            ),
+            (
+                MeOptions::EVENT_UNLINK_DISABLE,
+                1 << ffi::mele_options_MELE_EVNT_UNLINK_DISABLE,
+            ),
+            (
+                MeOptions::EVENT_CT_COMM,
+                1 << ffi::mele_options_MELE_EVNT_CT_COMM,
+            ),
+        ],
+        |v, f| v.contains(f),
+    ))
+}
+
+fn md_bits(o: MdOptions) -> PtlResult<u32> {
+    let known = MdOptions::EVENT_SUCCESS_DISABLE | MdOptions::EVENT_SEND_DISABLE;
+    if !known.contains(o) {
+        return Err(PtlError::arg(
+            "PtlMDBind",
+            format!("options {o:?} are not offered here"),
+        ));
+    }
+    Ok(bits(
+        o,
+        &[
+            (
+                MdOptions::EVENT_SUCCESS_DISABLE,
+                1 << ffi::md_options_MD_EVNT_SUCCESS_DISABLE,
+            ),
+            (
+                MdOptions::EVENT_SEND_DISABLE,
+                1 << ffi::md_options_MD_EVNT_SEND_DISABLE,
+            ),
+        ],
+        |v, f| v.contains(f),
+    ))
+}
+
+fn ack_code(a: AckReq) -> PtlResult<ffi::ptl_ack_req_t> {
+    Ok(match a {
+        AckReq::None => ffi::PTL_NO_ACK_REQ,
+        AckReq::Ack => ffi::PTL_ACK_REQ,
+        AckReq::CtAck => ffi::PTL_CT_ACK_REQ,
+        AckReq::OcAck => ffi::PTL_OC_ACK_REQ,
+        other => {
+            return Err(PtlError::arg(
+                "PtlPut",
+                format!("{other:?} is an rgasnet extension a Portals library does not have"),
+            ))
+        }
+    } as ffi::ptl_ack_req_t)
+}
+
+fn phys(p: PhysId) -> ffi::ptl_process_t {
+    ffi::ptl_process_t {
+        phys: ffi::ptl_process_t__bindgen_ty_1 {
+            nid: p.nid,
+            pid: p.pid,
+        },
+    }
+}
+
+/// The engine's form of a library event (on a physical NI).
+fn event(e: &ffi::ptl_event_t) -> PtlResult<Event> {
+    const KINDS: [EventKind; 16] = [
+        EventKind::Get,
+        EventKind::GetOverflow,
+        EventKind::Put,
+        EventKind::PutOverflow,
+        EventKind::Atomic,
+        EventKind::AtomicOverflow,
+        EventKind::FetchAtomic,
+        EventKind::FetchAtomicOverflow,
+        EventKind::Reply,
+        EventKind::Send,
+        EventKind::Ack,
+        EventKind::PtDisabled,
+        EventKind::Link,
+        EventKind::AutoUnlink,
+        EventKind::AutoFree,
+        EventKind::Search,
+    ];
+    const FAILS: [NiFail; 8] = [
+        NiFail::Ok,
+        NiFail::Undeliverable,
+        NiFail::Dropped,
+        NiFail::PtDisabled,
+        NiFail::PermViolation,
+        NiFail::OpViolation,
+        NiFail::NoMatch,
+        NiFail::Segv,
+    ];
+    let bad = |what: &str, v: u8| PtlError::Fail {
+        call: "PtlEQGet",
+        reason: format!("the library reported an unknown {what} {v}"),
+    };
+    let kind = *KINDS
+        .get(usize::from(e.type_))
+        .ok_or_else(|| bad("event type", e.type_))?;
+    let ni_fail = *FAILS
+        .get(usize::from(e.ni_fail_type))
+        .ok_or_else(|| bad("failure type", e.ni_fail_type))?;
+    // SAFETY: on a physical NI the library fills the `phys` member of the initiator.
+    let p = unsafe { e.initiator.phys };
+    Ok(Event {
+        kind,
+        start: e.start as u64,
+        user_ptr: e.user_ptr as u64,
+        hdr_data: e.hdr_data,
+        match_bits: e.match_bits,
+        rlength: e.rlength,
+        mlength: e.mlength,
+        remote_offset: e.remote_offset,
+        initiator: ProcessId::Phys(PhysId {
+            nid: p.nid,
+            pid: p.pid,
+        }),
+        uid: e.uid,
+        pt_index: e.pt_index,
+        list: if u32::from(e.ptl_list) == ffi::PTL_OVERFLOW_LIST {
+            ListKind::Overflow
+        } else {
+            ListKind::Priority
+        },
+        ni_fail,
+        atomic_op: None,
+        atomic_type: None,
+    })
+}
+
+impl<'lib> RefNi<'lib> {
+    /// Opens a physical NI of `kind` on the library's default interface (`PTL_IFACE_NAME`
+    /// picks it in the reference implementation). Logical NIs need a rank map, which comes
+    /// with the `ref` engine's bootstrap.
+    pub fn init(lib: &'lib RefLibrary, kind: NiKind) -> PtlResult<RefNi<'lib>> {
+        if kind.addressing != crate::types::Addressing::Physical {
+            return Err(PtlError::arg("RefNi::init", "only physical NIs here"));
+        }
+        let mut h = ffi::ptl_handle_ni_t::default();
+        let mut lim = ffi::ptl_ni_limits_t::default();
+        // SAFETY: no desired limits (null); valid out-pointers; the library is initialized
+        // (`lib` lives).
+        check("PtlNIInit", unsafe {
+            ffi::PtlNIInit(
+                IFACE_DEFAULT,
+                options(kind),
+                PID_ANY,
+                std::ptr::null(),
+                &mut lim,
+                &mut h,
+            )
+        })?;
+        let limits = NiLimits {
+            max_entries: count(lim.max_entries),
+            max_unexpected_headers: count(lim.max_unexpected_headers),
+            max_mds: count(lim.max_mds),
+            max_cts: count(lim.max_cts),
+            max_eqs: count(lim.max_eqs),
+            max_pt_index: count(lim.max_pt_index),
+            max_iovecs: count(lim.max_iovecs),
+            max_list_size: count(lim.max_list_size),
+            max_triggered_ops: count(lim.max_triggered_ops),
+            max_msg_size: lim.max_msg_size,
+            max_atomic_size: lim.max_atomic_size,
+            max_fetch_atomic_size: lim.max_fetch_atomic_size,
+            max_waw_ordered_size: lim.max_waw_ordered_size,
+            max_war_ordered_size: lim.max_war_ordered_size,
+            max_volatile_size: lim.max_volatile_size,
+        };
+        Ok(RefNi {
+            _lib: lib,
+            h,
+            kind,
+            limits,
+        })
+    }
+
+    /// The NI's kind.
+    pub fn kind(&self) -> NiKind {
+        self.kind
+    }
+
+    /// The limits the library granted.
+    pub fn limits(&self) -> NiLimits {
+        self.limits
+    }
+
+    /// `PtlGetPhysId`.
+    pub fn phys_id(&self) -> PtlResult<PhysId> {
+        let mut id = ffi::ptl_process_t::default();
+        // SAFETY: `h` is open; `id` is a valid out-pointer.
+        check("PtlGetPhysId", unsafe {
+            ffi::PtlGetPhysId(self.h, &mut id)
+        })?;
+        // SAFETY: PtlGetPhysId filled the physical member.
+        let p = unsafe { id.phys };
+        Ok(PhysId {
+            nid: p.nid,
+            pid: p.pid,
+        })
+    }
+
+    /// `PtlEQAlloc` of `count` events.
+    pub fn eq_alloc(&'lib self, count: u64) -> PtlResult<RefEq<'lib>> {
+        let mut h = ffi::ptl_handle_eq_t::default();
+        // SAFETY: `h` is an open NI; valid out-pointer.
+        check("PtlEQAlloc", unsafe {
+            ffi::PtlEQAlloc(self.h, count, &mut h)
+        })?;
+        Ok(RefEq { _ni: self, h })
+    }
+
+    /// `PtlPTAlloc` at `index` (or the lowest free with [`crate::types::PT_ANY`]).
+    pub fn pt_alloc(
+        &self,
+        opts: PtOptions,
+        eq: Option<&RefEq<'_>>,
+        index: PtIndex,
+    ) -> PtlResult<PtIndex> {
+        if !opts.is_empty() {
+            return Err(PtlError::arg(
+                "PtlPTAlloc",
+                "no portal table options here yet",
+            ));
+        }
+        let req = if index == crate::types::PT_ANY {
+            PT_ANY
+        } else {
+            index
+        };
+        let mut got = 0;
+        // SAFETY: `h` is open; the EQ (if any) belongs to it and lives; valid out-pointer.
+        check("PtlPTAlloc", unsafe {
+            ffi::PtlPTAlloc(self.h, 0, eq.map_or(EQ_NONE, |q| q.h), req, &mut got)
+        })?;
+        Ok(got)
+    }
+
+    /// `PtlPTFree`.
+    pub fn pt_free(&self, index: PtIndex) -> PtlResult<()> {
+        // SAFETY: `h` is open.
+        check("PtlPTFree", unsafe { ffi::PtlPTFree(self.h, index) })
+    }
+
+    /// `PtlMDBind` over all of `buf`, posting to `eq`.
+    pub fn md_bind<'a>(
+        &self,
+        buf: &'a RefBuffer,
+        opts: MdOptions,
+        eq: Option<&RefEq<'_>>,
+    ) -> PtlResult<RefMd<'a>> {
+        let md = ffi::ptl_md_t {
+            start: buf.ptr.as_ptr().cast(),
+            length: buf.len as u64,
+            options: md_bits(opts)?,
+            eq_handle: eq.map_or(EQ_NONE, |q| q.h),
+            ct_handle: CT_NONE,
+        };
+        let mut h = ffi::ptl_handle_md_t::default();
+        // SAFETY: the MD covers `buf`'s allocation, which outlives the returned value (it
+        // borrows `buf`) and is reached from Rust only through copies; valid pointers.
+        check("PtlMDBind", unsafe { ffi::PtlMDBind(self.h, &md, &mut h) })?;
+        Ok(RefMd { _buf: buf, h })
+    }
+
+    /// `PtlLEAppend` over all of `buf` on the priority list of `pt`, for any user.
+    pub fn le_append<'a>(
+        &self,
+        pt: PtIndex,
+        buf: &'a RefBuffer,
+        opts: MeOptions,
+        user_ptr: u64,
+    ) -> PtlResult<RefLe<'a>> {
+        let le = ffi::ptl_le_t {
+            start: buf.ptr.as_ptr().cast(),
+            length: buf.len as u64,
+            ct_handle: CT_NONE,
+            uid: UID_ANY,
+            options: le_bits(opts)?,
+        };
+        let mut h = ffi::ptl_handle_le_t::default();
+        // SAFETY: as for `md_bind`; `user_ptr` is an opaque value the library hands back.
+        check("PtlLEAppend", unsafe {
+            ffi::PtlLEAppend(
+                self.h,
+                pt,
+                &le,
+                ffi::PTL_PRIORITY_LIST as u8,
+                user_ptr as usize as *mut _,
+                &mut h,
+            )
+        })?;
+        Ok(RefLe { _buf: buf, h })
+    }
+
+    /// `PtlPut` of `length` bytes at `local_offset` of `md` to `remote_offset` of the entry
+    /// that `target`'s portal `pt` matches.
+    #[allow(clippy::too_many_arguments)]
+    pub fn put(
+        &self,
+        md: &RefMd<'_>,
+        local_offset: u64,
+        length: u64,
+        ack: AckReq,
+        target: PhysId,
+        pt: PtIndex,
+        remote_offset: u64,
+        user_ptr: u64,
+        hdr_data: u64,
+    ) -> PtlResult<()> {
+        let ack = ack_code(ack)?;
+        // SAFETY: `md` is bound and lives; the library checks the range against it.
+        check("PtlPut", unsafe {
+            ffi::PtlPut(
+                md.h,
+                local_offset,
+                length,
+                ack,
+                phys(target),
+                pt,
+                0,
+                remote_offset,
+                user_ptr as usize as *mut _,
+                hdr_data,
+            )
+        })
+    }
+
+    /// `PtlGet` of `length` bytes from `remote_offset` of `target`'s entry into `md`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn get(
+        &self,
+        md: &RefMd<'_>,
+        local_offset: u64,
+        length: u64,
+        target: PhysId,
+        pt: PtIndex,
+        remote_offset: u64,
+        user_ptr: u64,
+    ) -> PtlResult<()> {
+        // SAFETY: as for `put`.
+        check("PtlGet", unsafe {
+            ffi::PtlGet(
+                md.h,
+                local_offset,
+                length,
+                phys(target),
+                pt,
+                0,
+                remote_offset,
+                user_ptr as usize as *mut _,
+            )
+        })
+    }
+}
+
+impl Drop for RefNi<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `h` was opened by `init` and is closed once; the objects of the NI borrow
+        // it, so none outlives it.
+        unsafe { ffi::PtlNIFini(self.h) };
+    }
+}
+
+impl RefEq<'_> {
+    /// The next event, waiting up to `timeout` (`None` if none came).
+    pub fn wait(&self, timeout: Duration) -> PtlResult<Option<Event>> {
+        let mut ev = ffi::ptl_event_t::default();
+        let mut which = 0;
+        let ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX - 1);
+        // SAFETY: one valid EQ handle, valid out-pointers.
+        let rc = unsafe { ffi::PtlEQPoll(&self.h, 1, ms, &mut ev, &mut which) };
+        if rc == ffi::ptl_retvals_PTL_EQ_EMPTY as std::os::raw::c_int {
+            return Ok(None);
+        }
+        check("PtlEQPoll", rc)?;
+        event(&ev).map(Some)
+    }
+}
+
+impl Drop for RefEq<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `h` was allocated by `eq_alloc` and is freed once.
+        unsafe { ffi::PtlEQFree(self.h) };
+    }
+}
+
+impl Drop for RefMd<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `h` was bound by `md_bind` and is released once.
+        unsafe { ffi::PtlMDRelease(self.h) };
+    }
+}
+
+impl Drop for RefLe<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `h` was appended by `le_append` and is unlinked once (an entry the
+        // library unlinked by itself answers with an error, which changes nothing).
+        unsafe { ffi::PtlLEUnlink(self.h) };
+    }
+}
