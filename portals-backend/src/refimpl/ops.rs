@@ -16,8 +16,8 @@ use portals4_sys as ffi;
 use super::{check, count, options, IFACE_DEFAULT, PID_ANY};
 use crate::error::{PtlError, PtlResult};
 use crate::types::{
-    AckReq, Event, EventKind, ListKind, MdOptions, MeOptions, NiFail, NiKind, NiLimits, PhysId,
-    ProcessId, PtIndex, PtOptions,
+    AckReq, Addressing, CtEvent, Event, EventKind, ListKind, MatchBits, MdOptions, MeOptions,
+    NiFail, NiKind, NiLimits, PhysId, ProcessId, PtIndex, PtOptions, RANK_ANY,
 };
 
 // portals4.h's handle constants (casts bindgen does not evaluate).
@@ -25,6 +25,7 @@ const EQ_NONE: ffi::ptl_handle_eq_t = 0x3fff_ffff;
 const CT_NONE: ffi::ptl_handle_ct_t = 0x5fff_ffff;
 const UID_ANY: ffi::ptl_uid_t = 0xffff_ffff;
 const PT_ANY: ffi::ptl_pt_index_t = 0xffff_ffff;
+const NID_ANY: ffi::ptl_nid_t = 0xffff;
 
 /// The library, initialized (`PtlInit`) for as long as this value lives (`PtlFini` on drop).
 /// The reference implementation cannot be initialized again once finalized: a process keeps
@@ -151,6 +152,21 @@ pub struct RefNi<'lib> {
 pub struct RefEq<'ni> {
     _ni: &'ni RefNi<'ni>,
     h: ffi::ptl_handle_eq_t,
+    addressing: Addressing,
+}
+
+/// A counting event (`PtlCTFree` on drop).
+#[derive(Debug)]
+pub struct RefCt<'ni> {
+    _ni: &'ni RefNi<'ni>,
+    h: ffi::ptl_handle_ct_t,
+}
+
+/// A match entry over a buffer (`PtlMEUnlink` on drop).
+#[derive(Debug)]
+pub struct RefMe<'a> {
+    _buf: &'a RefBuffer,
+    h: ffi::ptl_handle_me_t,
 }
 
 /// A memory descriptor over a buffer (`PtlMDRelease` on drop).
@@ -167,29 +183,56 @@ pub struct RefLe<'a> {
     h: ffi::ptl_handle_le_t,
 }
 
-fn bits<F: Copy>(value: F, table: &[(F, u32)], contains: impl Fn(F, F) -> bool) -> u32 {
-    table
-        .iter()
-        .filter(|(flag, _)| contains(value, *flag))
-        .fold(0, |acc, (_, bit)| acc | bit)
+/// The C bits of `value` through `table`; an error naming `call` if `value` has a flag the
+/// table does not map.
+fn bits<F>(call: &'static str, value: F, table: &[(F, u32)]) -> PtlResult<u32>
+where
+    F: Copy + std::fmt::Debug + std::ops::BitOr<Output = F> + PartialEq + FlagSet,
+{
+    let mut covered = F::empty();
+    let mut out = 0;
+    for (flag, bit) in table {
+        covered = covered | *flag;
+        if value.has(*flag) {
+            out |= bit;
+        }
+    }
+    if !covered.has(value) {
+        return Err(PtlError::arg(
+            call,
+            format!("options {value:?} are not offered here"),
+        ));
+    }
+    Ok(out)
+}
+
+/// The two option sets' common operations (`bitflags` types).
+trait FlagSet {
+    fn empty() -> Self;
+    fn has(&self, other: Self) -> bool;
+}
+
+impl FlagSet for MeOptions {
+    fn empty() -> Self {
+        MeOptions::empty()
+    }
+    fn has(&self, other: Self) -> bool {
+        self.contains(other)
+    }
+}
+
+impl FlagSet for MdOptions {
+    fn empty() -> Self {
+        MdOptions::empty()
+    }
+    fn has(&self, other: Self) -> bool {
+        self.contains(other)
+    }
 }
 
 fn le_bits(o: MeOptions) -> PtlResult<u32> {
-    let known = MeOptions::OP_PUT
-        | MeOptions::OP_GET
-        | MeOptions::USE_ONCE
-        | MeOptions::EVENT_LINK_DISABLE
-        | MeOptions::EVENT_COMM_DISABLE
-        | MeOptions::EVENT_SUCCESS_DISABLE
-        | MeOptions::EVENT_UNLINK_DISABLE
-        | MeOptions::EVENT_CT_COMM;
-    if !known.contains(o) {
-        return Err(PtlError::arg(
-            "PtlLEAppend",
-            format!("options {o:?} are not offered here"),
-        ));
-    }
-    Ok(bits(
+    bits(
+        "PtlLEAppend",
         o,
         &[
             (MeOptions::OP_PUT, 1 << ffi::mele_options_MELE_OP_PUT),
@@ -216,19 +259,12 @@ fn le_bits(o: MeOptions) -> PtlResult<u32> {
                 1 << ffi::mele_options_MELE_EVNT_CT_COMM,
             ),
         ],
-        |v, f| v.contains(f),
-    ))
+    )
 }
 
 fn md_bits(o: MdOptions) -> PtlResult<u32> {
-    let known = MdOptions::EVENT_SUCCESS_DISABLE | MdOptions::EVENT_SEND_DISABLE;
-    if !known.contains(o) {
-        return Err(PtlError::arg(
-            "PtlMDBind",
-            format!("options {o:?} are not offered here"),
-        ));
-    }
-    Ok(bits(
+    bits(
+        "PtlMDBind",
         o,
         &[
             (
@@ -239,9 +275,17 @@ fn md_bits(o: MdOptions) -> PtlResult<u32> {
                 MdOptions::EVENT_SEND_DISABLE,
                 1 << ffi::md_options_MD_EVNT_SEND_DISABLE,
             ),
+            (
+                MdOptions::EVENT_CT_SEND,
+                1 << ffi::md_options_MD_EVNT_CT_SEND,
+            ),
+            (
+                MdOptions::EVENT_CT_REPLY,
+                1 << ffi::md_options_MD_EVNT_CT_REPLY,
+            ),
+            (MdOptions::EVENT_CT_ACK, 1 << ffi::md_options_MD_EVNT_CT_ACK),
         ],
-        |v, f| v.contains(f),
-    ))
+    )
 }
 
 fn ack_code(a: AckReq) -> PtlResult<ffi::ptl_ack_req_t> {
@@ -268,8 +312,16 @@ fn phys(p: PhysId) -> ffi::ptl_process_t {
     }
 }
 
-/// The engine's form of a library event (on a physical NI).
-fn event(e: &ffi::ptl_event_t) -> PtlResult<Event> {
+/// The C form of a process id (a rank on a logical NI, a physical id on a physical one).
+fn process(p: ProcessId) -> ffi::ptl_process_t {
+    match p {
+        ProcessId::Rank(r) => ffi::ptl_process_t { rank: r },
+        ProcessId::Phys(id) => phys(id),
+    }
+}
+
+/// The engine's form of a library event on an NI of `addressing`.
+fn event(e: &ffi::ptl_event_t, addressing: Addressing) -> PtlResult<Event> {
     const KINDS: [EventKind; 16] = [
         EventKind::Get,
         EventKind::GetOverflow,
@@ -308,8 +360,18 @@ fn event(e: &ffi::ptl_event_t) -> PtlResult<Event> {
     let ni_fail = *FAILS
         .get(usize::from(e.ni_fail_type))
         .ok_or_else(|| bad("failure type", e.ni_fail_type))?;
-    // SAFETY: on a physical NI the library fills the `phys` member of the initiator.
-    let p = unsafe { e.initiator.phys };
+    let initiator = match addressing {
+        // SAFETY: on a logical NI the library fills the `rank` member of the initiator.
+        Addressing::Logical => ProcessId::Rank(unsafe { e.initiator.rank }),
+        Addressing::Physical => {
+            // SAFETY: on a physical NI the library fills the `phys` member.
+            let p = unsafe { e.initiator.phys };
+            ProcessId::Phys(PhysId {
+                nid: p.nid,
+                pid: p.pid,
+            })
+        }
+    };
     Ok(Event {
         kind,
         start: e.start as u64,
@@ -319,10 +381,7 @@ fn event(e: &ffi::ptl_event_t) -> PtlResult<Event> {
         rlength: e.rlength,
         mlength: e.mlength,
         remote_offset: e.remote_offset,
-        initiator: ProcessId::Phys(PhysId {
-            nid: p.nid,
-            pid: p.pid,
-        }),
+        initiator,
         uid: e.uid,
         pt_index: e.pt_index,
         list: if u32::from(e.ptl_list) == ffi::PTL_OVERFLOW_LIST {
@@ -337,13 +396,10 @@ fn event(e: &ffi::ptl_event_t) -> PtlResult<Event> {
 }
 
 impl<'lib> RefNi<'lib> {
-    /// Opens a physical NI of `kind` on the library's default interface (`PTL_IFACE_NAME`
-    /// picks it in the reference implementation). Logical NIs need a rank map, which comes
-    /// with the `ref` engine's bootstrap.
+    /// Opens an NI of `kind` on the library's default interface (`PTL_IFACE_NAME` picks it
+    /// in the reference implementation). A logical NI needs its rank map
+    /// ([`RefNi::set_map`]) before it communicates.
     pub fn init(lib: &'lib RefLibrary, kind: NiKind) -> PtlResult<RefNi<'lib>> {
-        if kind.addressing != crate::types::Addressing::Physical {
-            return Err(PtlError::arg("RefNi::init", "only physical NIs here"));
-        }
         let mut h = ffi::ptl_handle_ni_t::default();
         let mut lim = ffi::ptl_ni_limits_t::default();
         // SAFETY: no desired limits (null); valid out-pointers; the library is initialized
@@ -415,7 +471,11 @@ impl<'lib> RefNi<'lib> {
         check("PtlEQAlloc", unsafe {
             ffi::PtlEQAlloc(self.h, count, &mut h)
         })?;
-        Ok(RefEq { _ni: self, h })
+        Ok(RefEq {
+            _ni: self,
+            h,
+            addressing: self.kind.addressing,
+        })
     }
 
     /// `PtlPTAlloc` at `index` (or the lowest free with [`crate::types::PT_ANY`]).
@@ -457,18 +517,7 @@ impl<'lib> RefNi<'lib> {
         opts: MdOptions,
         eq: Option<&RefEq<'_>>,
     ) -> PtlResult<RefMd<'a>> {
-        let md = ffi::ptl_md_t {
-            start: buf.ptr.as_ptr().cast(),
-            length: buf.len as u64,
-            options: md_bits(opts)?,
-            eq_handle: eq.map_or(EQ_NONE, |q| q.h),
-            ct_handle: CT_NONE,
-        };
-        let mut h = ffi::ptl_handle_md_t::default();
-        // SAFETY: the MD covers `buf`'s allocation, which outlives the returned value (it
-        // borrows `buf`) and is reached from Rust only through copies; valid pointers.
-        check("PtlMDBind", unsafe { ffi::PtlMDBind(self.h, &md, &mut h) })?;
-        Ok(RefMd { _buf: buf, h })
+        self.md_bind_counted(buf, opts, eq, None)
     }
 
     /// `PtlLEAppend` over all of `buf` on the priority list of `pt`, for any user.
@@ -502,7 +551,7 @@ impl<'lib> RefNi<'lib> {
     }
 
     /// `PtlPut` of `length` bytes at `local_offset` of `md` to `remote_offset` of the entry
-    /// that `target`'s portal `pt` matches.
+    /// that `target`'s portal `to.0` matches with bits `to.1`.
     #[allow(clippy::too_many_arguments)]
     pub fn put(
         &self,
@@ -510,8 +559,8 @@ impl<'lib> RefNi<'lib> {
         local_offset: u64,
         length: u64,
         ack: AckReq,
-        target: PhysId,
-        pt: PtIndex,
+        target: ProcessId,
+        to: (PtIndex, MatchBits),
         remote_offset: u64,
         user_ptr: u64,
         hdr_data: u64,
@@ -524,9 +573,9 @@ impl<'lib> RefNi<'lib> {
                 local_offset,
                 length,
                 ack,
-                phys(target),
-                pt,
-                0,
+                process(target),
+                to.0,
+                to.1,
                 remote_offset,
                 user_ptr as usize as *mut _,
                 hdr_data,
@@ -541,8 +590,8 @@ impl<'lib> RefNi<'lib> {
         md: &RefMd<'_>,
         local_offset: u64,
         length: u64,
-        target: PhysId,
-        pt: PtIndex,
+        target: ProcessId,
+        to: (PtIndex, MatchBits),
         remote_offset: u64,
         user_ptr: u64,
     ) -> PtlResult<()> {
@@ -552,13 +601,117 @@ impl<'lib> RefNi<'lib> {
                 md.h,
                 local_offset,
                 length,
-                phys(target),
-                pt,
-                0,
+                process(target),
+                to.0,
+                to.1,
                 remote_offset,
                 user_ptr as usize as *mut _,
             )
         })
+    }
+
+    /// `PtlSetMap`: the physical id of every rank of a logical NI.
+    pub fn set_map(&self, map: &[PhysId]) -> PtlResult<()> {
+        let ids: Vec<ffi::ptl_process_t> = map.iter().map(|p| phys(*p)).collect();
+        // SAFETY: `h` is open; `ids` holds `map.len()` entries for the call.
+        check("PtlSetMap", unsafe {
+            ffi::PtlSetMap(self.h, ids.len() as u64, ids.as_ptr())
+        })
+    }
+
+    /// `PtlGetId`: this process's rank (logical NI) or physical id.
+    pub fn id(&self) -> PtlResult<ProcessId> {
+        let mut id = ffi::ptl_process_t::default();
+        // SAFETY: `h` is open; valid out-pointer.
+        check("PtlGetId", unsafe { ffi::PtlGetId(self.h, &mut id) })?;
+        Ok(match self.kind.addressing {
+            // SAFETY: a logical NI's id is its rank.
+            Addressing::Logical => ProcessId::Rank(unsafe { id.rank }),
+            Addressing::Physical => {
+                // SAFETY: a physical NI's id is its physical id.
+                let p = unsafe { id.phys };
+                ProcessId::Phys(PhysId {
+                    nid: p.nid,
+                    pid: p.pid,
+                })
+            }
+        })
+    }
+
+    /// `PtlCTAlloc`.
+    pub fn ct_alloc(&'lib self) -> PtlResult<RefCt<'lib>> {
+        let mut h = ffi::ptl_handle_ct_t::default();
+        // SAFETY: `h` is an open NI; valid out-pointer.
+        check("PtlCTAlloc", unsafe { ffi::PtlCTAlloc(self.h, &mut h) })?;
+        Ok(RefCt { _ni: self, h })
+    }
+
+    /// `PtlMEAppend` over all of `buf` on the priority list of `pt` (matching NIs), for any
+    /// initiator and user, matching `bits` outside `ignore`, counting on `ct` if given.
+    #[allow(clippy::too_many_arguments)]
+    pub fn me_append<'a>(
+        &self,
+        pt: PtIndex,
+        buf: &'a RefBuffer,
+        opts: MeOptions,
+        bits: MatchBits,
+        ignore: MatchBits,
+        ct: Option<&RefCt<'_>>,
+        user_ptr: u64,
+    ) -> PtlResult<RefMe<'a>> {
+        let any = match self.kind.addressing {
+            Addressing::Logical => ffi::ptl_process_t { rank: RANK_ANY },
+            Addressing::Physical => phys(PhysId {
+                nid: NID_ANY,
+                pid: PID_ANY,
+            }),
+        };
+        let me = ffi::ptl_me_t {
+            start: buf.ptr.as_ptr().cast(),
+            length: buf.len as u64,
+            ct_handle: ct.map_or(CT_NONE, |c| c.h),
+            uid: UID_ANY,
+            options: le_bits(opts)?,
+            match_id: any,
+            match_bits: bits,
+            ignore_bits: ignore,
+            min_free: 0,
+        };
+        let mut h = ffi::ptl_handle_me_t::default();
+        // SAFETY: as for `le_append`.
+        check("PtlMEAppend", unsafe {
+            ffi::PtlMEAppend(
+                self.h,
+                pt,
+                &me,
+                ffi::PTL_PRIORITY_LIST as u8,
+                user_ptr as usize as *mut _,
+                &mut h,
+            )
+        })?;
+        Ok(RefMe { _buf: buf, h })
+    }
+
+    /// `PtlMDBind` over all of `buf`, posting to `eq` and counting on `ct`.
+    pub fn md_bind_counted<'a>(
+        &self,
+        buf: &'a RefBuffer,
+        opts: MdOptions,
+        eq: Option<&RefEq<'_>>,
+        ct: Option<&RefCt<'_>>,
+    ) -> PtlResult<RefMd<'a>> {
+        let md = ffi::ptl_md_t {
+            start: buf.ptr.as_ptr().cast(),
+            length: buf.len as u64,
+            options: md_bits(opts)?,
+            eq_handle: eq.map_or(EQ_NONE, |q| q.h),
+            ct_handle: ct.map_or(CT_NONE, |c| c.h),
+        };
+        let mut h = ffi::ptl_handle_md_t::default();
+        // SAFETY: the MD covers `buf`'s allocation, which outlives the returned value (it
+        // borrows `buf`) and is reached from Rust only through copies; valid pointers.
+        check("PtlMDBind", unsafe { ffi::PtlMDBind(self.h, &md, &mut h) })?;
+        Ok(RefMd { _buf: buf, h })
     }
 }
 
@@ -582,7 +735,41 @@ impl RefEq<'_> {
             return Ok(None);
         }
         check("PtlEQPoll", rc)?;
-        event(&ev).map(Some)
+        event(&ev, self.addressing).map(Some)
+    }
+}
+
+impl RefCt<'_> {
+    /// Waits up to `timeout` for `threshold` successes or a failure; the count then (`None` if
+    /// neither came).
+    pub fn wait(&self, threshold: u64, timeout: Duration) -> PtlResult<Option<CtEvent>> {
+        let mut ev = ffi::ptl_ct_event_t::default();
+        let mut which = 0;
+        let ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX - 1);
+        // SAFETY: one valid CT handle and threshold, valid out-pointers.
+        let rc = unsafe { ffi::PtlCTPoll(&self.h, &threshold, 1, ms, &mut ev, &mut which) };
+        if rc == ffi::ptl_retvals_PTL_CT_NONE_REACHED as std::os::raw::c_int {
+            return Ok(None);
+        }
+        check("PtlCTPoll", rc)?;
+        Ok(Some(CtEvent {
+            success: ev.success,
+            failure: ev.failure,
+        }))
+    }
+}
+
+impl Drop for RefCt<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `h` was allocated by `ct_alloc` and is freed once.
+        unsafe { ffi::PtlCTFree(self.h) };
+    }
+}
+
+impl Drop for RefMe<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `h` was appended by `me_append` and is unlinked once.
+        unsafe { ffi::PtlMEUnlink(self.h) };
     }
 }
 
