@@ -66,6 +66,10 @@ pub struct Window {
     pub ct: Option<CtHandle>,
     /// Engine MDs of operations that may still be pending.
     pub pieces: Vec<MdHandle>,
+    /// An empty engine MD with the window's EQ and CT, bound for the window's whole life: it
+    /// holds the engine's references on them, as a bound MD's would (freeing them first is
+    /// then deferred, not a failure of the next operation).
+    pub anchor: MdHandle,
 }
 
 /// MDs at least this long are windows ([`Window`]).

@@ -318,6 +318,17 @@ pub extern "C" fn PtlMDBind(
         let eq = eq_opt(&lib, ni_index, d.eq_handle)?;
         let ct = ct_opt(&lib, ni_index, d.ct_handle)?;
         let md_ref = if d.length >= state::WINDOW_MIN {
+            let (empty, _) = region_over(std::ptr::null_mut(), 0)?;
+            let anchor = ni
+                .md_bind(MdSpec {
+                    region: empty,
+                    offset: 0,
+                    length: 0,
+                    options,
+                    eq,
+                    ct,
+                })
+                .map_err(fail)?;
             MdRef::Window(lib.add_window(Window {
                 start: d.start as usize,
                 length: d.length,
@@ -325,6 +336,7 @@ pub extern "C" fn PtlMDBind(
                 eq,
                 ct,
                 pieces: Vec::new(),
+                anchor,
             }))
         } else {
             let (region, offset) = region_over(d.start, d.length)?;
@@ -359,7 +371,7 @@ fn release_now(lib: &mut Lib, ni: &Ni, md: MdRef) {
         }
         MdRef::Window(w) => {
             if let Some(win) = lib.windows.get_mut(w).and_then(Option::take) {
-                for p in win.pieces {
+                for p in win.pieces.into_iter().chain([win.anchor]) {
                     let _ = ni.md_release(p);
                 }
             }
@@ -394,11 +406,16 @@ pub extern "C" fn PtlMDRelease(md_handle: c::ptl_handle_md_t) -> c_int {
             let o = lib.mds.get(md_handle).ok_or(ARG_INVALID)?;
             let pieces = match o.h {
                 MdRef::Bound(_) => Vec::new(),
+                // The pieces, then the anchor that holds the EQ and CT.
                 MdRef::Window(w) => lib
                     .windows
                     .get(w)
                     .and_then(Option::as_ref)
-                    .map(|win| win.pieces.clone())
+                    .map(|win| {
+                        let mut all = win.pieces.clone();
+                        all.push(win.anchor);
+                        all
+                    })
                     .unwrap_or_default(),
             };
             (ni_for(&lib, md_handle)?, o.h, pieces)
