@@ -271,27 +271,6 @@ fn ack_from(code: u8) -> Result<AckReq, ProtoError> {
     })
 }
 
-const OPS: [AtomicOp; 18] = [
-    AtomicOp::Min,
-    AtomicOp::Max,
-    AtomicOp::Sum,
-    AtomicOp::Prod,
-    AtomicOp::Lor,
-    AtomicOp::Land,
-    AtomicOp::Bor,
-    AtomicOp::Band,
-    AtomicOp::Lxor,
-    AtomicOp::Bxor,
-    AtomicOp::Swap,
-    AtomicOp::Cswap,
-    AtomicOp::CswapNe,
-    AtomicOp::CswapLe,
-    AtomicOp::CswapLt,
-    AtomicOp::CswapGe,
-    AtomicOp::CswapGt,
-    AtomicOp::Mswap,
-];
-
 const TYPES: [AtomicType; 10] = [
     AtomicType::Int8,
     AtomicType::Uint8,
@@ -303,17 +282,6 @@ const TYPES: [AtomicType; 10] = [
     AtomicType::Uint64,
     AtomicType::Float,
     AtomicType::Double,
-];
-
-const FAILS: [NiFail; 8] = [
-    NiFail::Ok,
-    NiFail::Undeliverable,
-    NiFail::Dropped,
-    NiFail::PtDisabled,
-    NiFail::PermViolation,
-    NiFail::OpViolation,
-    NiFail::NoMatch,
-    NiFail::Segv,
 ];
 
 fn code_of<T: PartialEq>(table: &[T], v: &T) -> u8 {
@@ -444,7 +412,7 @@ fn request_header(
     // the vector would check its capacity for every field.
     let mut head = [0u8; REQUEST_HEADER_LEN];
     let (op_code, type_code) = match h.atomic {
-        Some((op, dt)) => (code_of(&OPS, &op), code_of(&TYPES, &dt)),
+        Some((op, dt)) => (code_of(&AtomicOp::ALL, &op), code_of(&TYPES, &dt)),
         None => (NONE_BYTE, NONE_BYTE),
     };
     head[..6].copy_from_slice(&[
@@ -586,7 +554,7 @@ fn response_header(
         ResponseKind::Ack => TAG_ACK,
         ResponseKind::Reply => TAG_REPLY,
     };
-    head[1] = code_of(&FAILS, &h.ni_fail);
+    head[1] = code_of(&NiFail::ALL, &h.ni_fail);
     for (slot, v) in head[2..]
         .chunks_exact_mut(8)
         .zip([h.op_id, h.mlength, h.offset])
@@ -664,7 +632,9 @@ fn decode_request(tag: u8, b: &[u8]) -> Result<Request<'_>, ProtoError> {
     let atomic = match (b[3], b[4]) {
         (NONE_BYTE, NONE_BYTE) => None,
         (o, t) => {
-            let op = *OPS.get(o as usize).ok_or(ProtoError::BadAtomicOp(o))?;
+            let op = *AtomicOp::ALL
+                .get(o as usize)
+                .ok_or(ProtoError::BadAtomicOp(o))?;
             let dt = *TYPES.get(t as usize).ok_or(ProtoError::BadAtomicType(t))?;
             Some((op, dt))
         }
@@ -713,7 +683,7 @@ fn decode_response(tag: u8, b: &[u8]) -> Result<Response<'_>, ProtoError> {
     } else {
         ResponseKind::Reply
     };
-    let ni_fail = *FAILS
+    let ni_fail = *NiFail::ALL
         .get(b[1] as usize)
         .ok_or(ProtoError::BadNiFail(b[1]))?;
     let header = ResponseHeader {

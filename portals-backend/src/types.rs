@@ -393,6 +393,31 @@ pub enum AtomicOp {
     Mswap,
 }
 
+impl AtomicOp {
+    /// Every operation, in the order of `ptl_op_t`'s values (`PTL_MIN` = 0 to `PTL_MSWAP` =
+    /// 17): the position is the standard's code, on the wire and in C.
+    pub const ALL: [AtomicOp; 18] = [
+        AtomicOp::Min,
+        AtomicOp::Max,
+        AtomicOp::Sum,
+        AtomicOp::Prod,
+        AtomicOp::Lor,
+        AtomicOp::Land,
+        AtomicOp::Bor,
+        AtomicOp::Band,
+        AtomicOp::Lxor,
+        AtomicOp::Bxor,
+        AtomicOp::Swap,
+        AtomicOp::Cswap,
+        AtomicOp::CswapNe,
+        AtomicOp::CswapLe,
+        AtomicOp::CswapLt,
+        AtomicOp::CswapGe,
+        AtomicOp::CswapGt,
+        AtomicOp::Mswap,
+    ];
+}
+
 /// Atomic datatype (`ptl_datatype_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
@@ -462,6 +487,21 @@ pub enum NiFail {
     NoMatch,
     /// The access fell outside the matched entry's memory.
     Segv,
+}
+
+impl NiFail {
+    /// Every failure type, in the order of `ptl_ni_fail_t`'s values (`PTL_NI_OK` = 0 to
+    /// `PTL_NI_SEGV` = 7): the position is the standard's code, on the wire and in C.
+    pub const ALL: [NiFail; 8] = [
+        NiFail::Ok,
+        NiFail::Undeliverable,
+        NiFail::Dropped,
+        NiFail::PtDisabled,
+        NiFail::PermViolation,
+        NiFail::OpViolation,
+        NiFail::NoMatch,
+        NiFail::Segv,
+    ];
 }
 
 /// A full event (`ptl_event_t`). Fields that do not apply to a kind are zero.

@@ -259,34 +259,13 @@ pub fn ack_req(v: u8) -> Option<AckReq> {
     }
 }
 
-const OPS: [AtomicOp; 18] = [
-    AtomicOp::Min,
-    AtomicOp::Max,
-    AtomicOp::Sum,
-    AtomicOp::Prod,
-    AtomicOp::Lor,
-    AtomicOp::Land,
-    AtomicOp::Bor,
-    AtomicOp::Band,
-    AtomicOp::Lxor,
-    AtomicOp::Bxor,
-    AtomicOp::Swap,
-    AtomicOp::Cswap,
-    AtomicOp::CswapNe,
-    AtomicOp::CswapLe,
-    AtomicOp::CswapLt,
-    AtomicOp::CswapGe,
-    AtomicOp::CswapGt,
-    AtomicOp::Mswap,
-];
-
 /// `ptl_op_t` (in the standard's order, `PTL_MIN` = 0 to `PTL_MSWAP` = 17).
 pub fn atomic_op(v: u8) -> Option<AtomicOp> {
-    OPS.get(usize::from(v)).copied()
+    AtomicOp::ALL.get(usize::from(v)).copied()
 }
 
 fn op_code(op: AtomicOp) -> u8 {
-    OPS.iter().position(|o| *o == op).unwrap_or(0) as u8
+    AtomicOp::ALL.iter().position(|o| *o == op).unwrap_or(0) as u8
 }
 
 const TYPES: [(u32, AtomicType); 10] = [
@@ -368,16 +347,8 @@ fn event_kind(k: EventKind) -> u8 {
 }
 
 fn ni_fail(f: NiFail) -> u8 {
-    (match f {
-        NiFail::Ok => c::PTL_NI_OK,
-        NiFail::Undeliverable => c::PTL_NI_UNDELIVERABLE,
-        NiFail::Dropped => c::PTL_NI_DROPPED,
-        NiFail::PtDisabled => c::PTL_NI_PT_DISABLED,
-        NiFail::PermViolation => c::PTL_NI_PERM_VIOLATION,
-        NiFail::OpViolation => c::PTL_NI_OP_VIOLATION,
-        NiFail::NoMatch => c::PTL_NI_NO_MATCH,
-        NiFail::Segv => c::PTL_NI_SEGV,
-    }) as u8
+    // `NiFail::ALL` lists every variant in the standard's order.
+    NiFail::ALL.iter().position(|x| *x == f).unwrap_or(0) as u8
 }
 
 /// The C form of an event (its `start` is already the C address: regions carry it as their

@@ -222,7 +222,7 @@ fn arb_header() -> impl Strategy<Value = RequestHeader> {
                     } else {
                         ack_from(ack).unwrap()
                     },
-                    atomic: op.is_atomic().then_some((OPS[aop], TYPES[adt])),
+                    atomic: op.is_atomic().then_some((AtomicOp::ALL[aop], TYPES[adt])),
                     pt_index: pt,
                     uid,
                     initiator_rank: rank,
@@ -331,7 +331,7 @@ proptest! {
     #[test]
     fn response_round_trip(id in any::<u64>(), off in any::<u64>(), fail in 0usize..8, len in 0u64..64, reply in any::<bool>()) {
         let kind = if reply { ResponseKind::Reply } else { ResponseKind::Ack };
-        let h = ResponseHeader { kind, ni_fail: FAILS[fail], op_id: id, mlength: len, offset: off };
+        let h = ResponseHeader { kind, ni_fail: NiFail::ALL[fail], op_id: id, mlength: len, offset: off };
         let data = if reply { vec![0x5a; len as usize] } else { vec![] };
         let bytes = encode_response(&h, &data).unwrap();
         prop_assert_eq!(decode(&bytes).unwrap(), Message::Response(Response { header: h, data: &data }));

@@ -143,22 +143,27 @@ fn probe_ni(kind: NiKind) -> PtlResult<RefProbe> {
             nid: phys.nid,
             pid: phys.pid,
         },
-        limits: NiLimits {
-            max_entries: count(lim.max_entries),
-            max_unexpected_headers: count(lim.max_unexpected_headers),
-            max_mds: count(lim.max_mds),
-            max_cts: count(lim.max_cts),
-            max_eqs: count(lim.max_eqs),
-            max_pt_index: count(lim.max_pt_index),
-            max_iovecs: count(lim.max_iovecs),
-            max_list_size: count(lim.max_list_size),
-            max_triggered_ops: count(lim.max_triggered_ops),
-            max_msg_size: lim.max_msg_size,
-            max_atomic_size: lim.max_atomic_size,
-            max_fetch_atomic_size: lim.max_fetch_atomic_size,
-            max_waw_ordered_size: lim.max_waw_ordered_size,
-            max_war_ordered_size: lim.max_war_ordered_size,
-            max_volatile_size: lim.max_volatile_size,
-        },
+        limits: limits_of(&lim),
     })
+}
+
+/// The engine's form of the limits a library granted.
+pub(crate) fn limits_of(lim: &ffi::ptl_ni_limits_t) -> NiLimits {
+    NiLimits {
+        max_entries: count(lim.max_entries),
+        max_unexpected_headers: count(lim.max_unexpected_headers),
+        max_mds: count(lim.max_mds),
+        max_cts: count(lim.max_cts),
+        max_eqs: count(lim.max_eqs),
+        max_pt_index: count(lim.max_pt_index),
+        max_iovecs: count(lim.max_iovecs),
+        max_list_size: count(lim.max_list_size),
+        max_triggered_ops: count(lim.max_triggered_ops),
+        max_msg_size: lim.max_msg_size,
+        max_atomic_size: lim.max_atomic_size,
+        max_fetch_atomic_size: lim.max_fetch_atomic_size,
+        max_waw_ordered_size: lim.max_waw_ordered_size,
+        max_war_ordered_size: lim.max_war_ordered_size,
+        max_volatile_size: lim.max_volatile_size,
+    }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use portals4_sys as ffi;
 
-use super::{check, count, options, IFACE_DEFAULT, PID_ANY};
+use super::{check, limits_of, options, IFACE_DEFAULT, PID_ANY};
 use crate::error::{PtlError, PtlResult};
 use crate::types::{
     AckReq, Addressing, CtEvent, Event, EventKind, ListKind, MatchBits, MdOptions, MeOptions,
@@ -340,16 +340,6 @@ fn event(e: &ffi::ptl_event_t, addressing: Addressing) -> PtlResult<Event> {
         EventKind::AutoFree,
         EventKind::Search,
     ];
-    const FAILS: [NiFail; 8] = [
-        NiFail::Ok,
-        NiFail::Undeliverable,
-        NiFail::Dropped,
-        NiFail::PtDisabled,
-        NiFail::PermViolation,
-        NiFail::OpViolation,
-        NiFail::NoMatch,
-        NiFail::Segv,
-    ];
     let bad = |what: &str, v: u8| PtlError::Fail {
         call: "PtlEQGet",
         reason: format!("the library reported an unknown {what} {v}"),
@@ -357,7 +347,7 @@ fn event(e: &ffi::ptl_event_t, addressing: Addressing) -> PtlResult<Event> {
     let kind = *KINDS
         .get(usize::from(e.type_))
         .ok_or_else(|| bad("event type", e.type_))?;
-    let ni_fail = *FAILS
+    let ni_fail = *NiFail::ALL
         .get(usize::from(e.ni_fail_type))
         .ok_or_else(|| bad("failure type", e.ni_fail_type))?;
     let initiator = match addressing {
@@ -414,23 +404,7 @@ impl<'lib> RefNi<'lib> {
                 &mut h,
             )
         })?;
-        let limits = NiLimits {
-            max_entries: count(lim.max_entries),
-            max_unexpected_headers: count(lim.max_unexpected_headers),
-            max_mds: count(lim.max_mds),
-            max_cts: count(lim.max_cts),
-            max_eqs: count(lim.max_eqs),
-            max_pt_index: count(lim.max_pt_index),
-            max_iovecs: count(lim.max_iovecs),
-            max_list_size: count(lim.max_list_size),
-            max_triggered_ops: count(lim.max_triggered_ops),
-            max_msg_size: lim.max_msg_size,
-            max_atomic_size: lim.max_atomic_size,
-            max_fetch_atomic_size: lim.max_fetch_atomic_size,
-            max_waw_ordered_size: lim.max_waw_ordered_size,
-            max_war_ordered_size: lim.max_war_ordered_size,
-            max_volatile_size: lim.max_volatile_size,
-        };
+        let limits = limits_of(&lim);
         Ok(RefNi {
             _lib: lib,
             h,
