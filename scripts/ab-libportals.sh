@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The C ping-pong benchmarks/c/ptl_pingpong.c, built once against rgasnet's libportals and
 # once against the Portals 4 reference implementation (reliable UDP), run alternately
-# (rgasnet, reference, rgasnet, ...), each run also measuring the raw UDP ping-pong between
+# (rgasnet, reference, rgasnet, ...), each run measuring the ping-pong and the put+ack round
+# trip (lines "A:" and "B:" of the program), and also the raw UDP ping-pong between
 # its two processes; prints every run, then the median round trip per size and build.
 #
 #   scripts/ab-libportals.sh TARBALL [REPEATS] [ITERS] [REF_ITERS]
@@ -39,8 +40,9 @@ for i in $(seq 1 "$n"); do
                 "$work/pingpong-ref" "$ref_iters" "${REF_MAX:-32768}" >"$log" 2>&1 || true
         fi
         echo "== run $i, $b"
-        grep -E "^A:|^raw:" "$log" || echo "(no figures; see $log)"
+        grep -E "^A:|^B:|^raw:" "$log" || echo "(no figures; see $log)"
         awk -v b=$b '/^A:/ { for (j = 1; j <= NF; j++) if ($j == "ave.") print b, $4, $(j-2) }
+                     /^B:/ { for (j = 1; j <= NF; j++) if ($j == "ave.") print b, "ack" $4, $(j-2) }
                      /^raw: udp pingpong 8 byte rtt/ { print b, "raw", $(NF-1) }' "$log" >>"$results"
     done
 done
@@ -48,9 +50,10 @@ log=$work/run-ref-large.log
 PTL_IFACE_NAME=lo timeout "${REF_TIMEOUT:-60}" "$ref/bin/yod" -np 2 "$work/pingpong-ref" \
     "$ref_iters" >"$log" 2>&1 || echo "== reference implementation, all sizes: ended by the ${REF_TIMEOUT:-60} s limit (exit status $?)"
 echo "== reference implementation, all sizes (one run)"
-grep -E "^A:|^raw:" "$log" || echo "(no figures; see $log)"
-awk '/^A:/ { for (j = 1; j <= NF; j++) if ($j == "ave.") print "ref", $4, $(j-2) }' "$log" |
-    awk '$2 > '"${REF_MAX:-32768}" >>"$results"
+grep -E "^A:|^B:|^raw:" "$log" || echo "(no figures; see $log)"
+awk '/^A:/ { for (j = 1; j <= NF; j++) if ($j == "ave.") print "ref", $4, $(j-2) }
+     /^B:/ { for (j = 1; j <= NF; j++) if ($j == "ave.") print "ref", "ack" $4, $(j-2) }' "$log" |
+    awk '{ n = $2; sub(/^ack/, "", n) } n + 0 > '"${REF_MAX:-32768}" >>"$results"
 echo
 echo "== medians of $n runs (round trip, us)"
 printf "%10s %12s %12s %14s\n" size rgasnet reference "rgasnet/ref"
@@ -60,15 +63,18 @@ vals = {}
 for line in open(sys.argv[1]):
     b, size, v = line.split()
     vals.setdefault((b, size), []).append(float(v))
-sizes = ["8", "64", "512", "4096", "32768", "262144", "1048576", "raw"]
-for s in sizes:
+sizes = ["8", "64", "512", "4096", "32768", "262144", "1048576"]
+for s in sizes + ["ack" + s for s in sizes] + ["raw"]:
     r = vals.get(("rgasnet", s)); f = vals.get(("ref", s))
     rm = statistics.median(r) if r else None
     fm = statistics.median(f) if f else None
     ratio = f"{rm / fm:.4f}" if rm and fm else "-"
-    label = "raw udp 8" if s == "raw" else s
+    label = "raw udp 8" if s == "raw" else s.replace("ack", "put+ack ")
     print(f"{label:>10} {rm if rm is not None else '-':>12} {fm if fm is not None else '-':>12} {ratio:>14}")
 r8 = vals.get(("rgasnet", "8")); raw = vals.get(("rgasnet", "raw"))
+a8 = vals.get(("rgasnet", "ack8"))
 if r8 and raw:
     print(f"rgasnet 8 B / raw UDP (same runs): {statistics.median(r8) / statistics.median(raw):.2f}")
+if a8 and raw:
+    print(f"rgasnet put+ack 8 B / raw UDP (same runs): {statistics.median(a8) / statistics.median(raw):.2f}")
 PY

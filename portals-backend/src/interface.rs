@@ -400,6 +400,11 @@ impl Interface {
         if st.stack.poll_timeout().is_some_and(|t| t <= now) {
             st.stack.handle_timeout(now);
         }
+        if st.stack.has_soon_acks() {
+            // The caller's last wait ended on what arrived, and it did not answer (its answer
+            // would have carried these acks): their senders wait on them.
+            st.stack.release_soon_acks(now);
+        }
         let mut got = false;
         for _ in 0..RECV_BATCH {
             let State {
@@ -468,9 +473,32 @@ impl Interface {
         if got || st.stack.engine.has_outgoing() {
             st.stack.pump(now);
         }
-        if transmit {
-            self.transmit(st, now);
+        if !transmit {
+            return until(&mut st.stack.engine);
         }
+        // The transmit pass settles held acks, which may complete what `until` waits for.
+        self.transmit(st, now);
+        let done = until(&mut st.stack.engine)?;
+        if done.is_some() {
+            return Ok(done);
+        }
+        // The wait goes on, so what would wait for the next round is done now, at no cost to
+        // an answer: the acks that senders wait on leave (nobody here answers soon; not after
+        // the transport's ack delay), and a held ack that arrived is applied (it may complete
+        // what this wait waits for: a confirmed acknowledgement).
+        let mut more = false;
+        if st.stack.has_soon_acks() {
+            st.stack.release_soon_acks(now);
+            more = true;
+        }
+        if got && st.stack.poll_timeout().is_some_and(|t| t <= now) {
+            st.stack.handle_timeout(now);
+            more = true;
+        }
+        if !more {
+            return Ok(None);
+        }
+        self.transmit(st, now);
         until(&mut st.stack.engine)
     }
 

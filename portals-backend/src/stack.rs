@@ -162,6 +162,8 @@ impl Stack {
                 }
             }
             if !fed {
+                // Messages delivered through transport events, and to this interface itself.
+                self.mark_soon_acks();
                 return last;
             }
         }
@@ -190,6 +192,15 @@ impl Stack {
                 true
             }
         }
+    }
+
+    /// A confirmed acknowledgement's initiator waits on the transport's ack: it may still
+    /// ride on this process's answer, but must not wait out `ack_delay` when none comes (see
+    /// [`Stack::release_soon_acks`]).
+    fn mark_soon_acks(&mut self) {
+        let transport = &mut self.transport;
+        self.engine
+            .take_silent_confirmations(|peer| transport.ack_soon(peer));
     }
 
     /// Feeds a message addressed to this interface back into the engine (one with an in-place
@@ -281,6 +292,20 @@ impl Stack {
         self.transport.ack_now(now);
     }
 
+    /// Whether acks that initiators wait on ([`Transport::ack_soon`]) may still be held.
+    pub fn has_soon_acks(&self) -> bool {
+        self.transport.has_soon_acks()
+    }
+
+    /// Sends the acks that initiators wait on (the silent successes of confirmed
+    /// acknowledgements, [`crate::types::AckReq::ConfirmedAck`]) that no answer carried: call
+    /// it when this process goes idle (a wait's round that did not end the wait), then
+    /// transmit. Held to that point, an ack still rides on the answer a ping-pong's target
+    /// sends as soon as its wait ends, and costs no datagram of its own.
+    pub fn release_soon_acks(&mut self, now: Instant) {
+        self.transport.release_soon_acks(now);
+    }
+
     /// Whether nothing this interface sent still waits for delivery: no message in the
     /// engine's queues, no lazy ACK held, and every message the transport took acknowledged.
     pub fn all_acknowledged(&self) -> bool {
@@ -326,6 +351,7 @@ impl Stack {
             });
         let transport = &mut self.transport;
         self.engine.take_refusals(|peer| transport.hold(peer));
+        self.mark_soon_acks();
         // What the engine answered (a refusal, say) goes to the transport before any ack of
         // what it answers can be written: a peer's delivery confirmation counts on it
         // (`TransportEvent::Confirmed`). A successful put sends nothing, so this costs the

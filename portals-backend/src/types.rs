@@ -361,7 +361,11 @@ pub enum AckReq {
     /// An rgasnet extension with exactly the semantics of [`AckReq::Ack`]: like
     /// [`AckReq::Confirmed`], but the target also sends its ACK when the data landed
     /// elsewhere than asked (a locally managed entry), so that every ACK reports the true
-    /// `mlength` and `remote_offset`. The C library's `PTL_ACK_REQ`.
+    /// `mlength` and `remote_offset`. The C library's `PTL_ACK_REQ`. Since its initiator
+    /// waits on the transport's ack, the target holds that ack only while its program may
+    /// still answer (a ping-pong's reply carries it): it leaves on its own once the target
+    /// goes on waiting or next calls in ([`crate::stack::Stack::release_soon_acks`]), not
+    /// after the transport's ack delay.
     ConfirmedAck,
     /// [`AckReq::ConfirmedAck`] for a counting acknowledgement ([`AckReq::CtAck`]: counted on
     /// the MD's CT, no full event). The C library's `PTL_CT_ACK_REQ`; on the wire a

@@ -203,3 +203,74 @@ fn a_counting_ack_counts_and_posts_no_event() {
     assert_eq!(acks(&mut a), vec![], "counted, no full event");
     assert_eq!(b.stack.transport.stats().messages_sent, 0);
 }
+
+/// Hands every datagram `from` has to send to `to`; returns how many there were.
+fn deliver(from: &mut Side, to: &mut Side, now: Instant) -> usize {
+    let datagrams = transmit(from, now);
+    for d in &datagrams {
+        to.stack.handle_datagram(now, from.stack.local(), d);
+    }
+    to.stack.pump(now);
+    datagrams.len()
+}
+
+#[test]
+fn the_ack_a_sender_waits_on_leaves_when_the_target_goes_idle() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = (side(0, t0), side(1, t0));
+    put(&mut a, PLAIN_PT, 0, b"waiting!", AckReq::ConfirmedAck, t0);
+    assert_eq!(deliver(&mut a, &mut b, t0), 1);
+    assert_eq!(b.sink.to_vec(0, 8).unwrap(), b"waiting!");
+    // Held for data to ride on, as any ack ...
+    assert!(b.stack.has_soon_acks());
+    assert_eq!(deliver(&mut b, &mut a, t0), 0);
+    // ... until the target goes idle: then it leaves at once, not after the ack delay.
+    b.stack.release_soon_acks(t0);
+    assert!(!b.stack.has_soon_acks());
+    assert_eq!(deliver(&mut b, &mut a, t0), 1);
+    assert_eq!(b.stack.transport.stats().standalone_acks, 1);
+    // The initiator applies acks off the round trip's path (its next timer round).
+    a.stack.handle_timeout(t0);
+    assert_eq!(acks(&mut a), vec![(EventKind::Ack, NiFail::Ok, 8, 0)]);
+}
+
+#[test]
+fn the_ack_a_sender_waits_on_still_rides_on_an_answer() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = (side(0, t0), side(1, t0));
+    put(&mut a, PLAIN_PT, 0, b"ping", AckReq::ConfirmedAck, t0);
+    assert_eq!(deliver(&mut a, &mut b, t0), 1);
+    let back = PutTo {
+        rank: 0,
+        pt: PLAIN_PT,
+        match_bits: 0,
+        offset: 0,
+        ack: AckReq::None,
+        user_ptr: 2,
+    };
+    back_to_back::engine_put(&mut b, back, b"pong");
+    b.stack.pump(t0);
+    // One datagram: the answer, carrying the ack; going idle afterwards sends nothing more.
+    assert_eq!(deliver(&mut b, &mut a, t0), 1);
+    b.stack.release_soon_acks(t0);
+    assert_eq!(deliver(&mut b, &mut a, t0), 0);
+    let stats = b.stack.transport.stats();
+    assert_eq!((stats.standalone_acks, stats.piggybacked_acks), (0, 1));
+    assert_eq!(a.sink.to_vec(0, 4).unwrap(), b"pong");
+    a.stack.handle_timeout(t0);
+    assert_eq!(acks(&mut a), vec![(EventKind::Ack, NiFail::Ok, 4, 0)]);
+}
+
+#[test]
+fn only_a_confirmed_ack_is_waited_on() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = (side(0, t0), side(1, t0));
+    // rgasnet's own `Confirmed` (active messages, answered by a reply) and a plain ACK (sent
+    // as a message of its own) leave the transport's ack to its usual delay.
+    put(&mut a, PLAIN_PT, 0, b"am", AckReq::Confirmed, t0);
+    put(&mut a, PLAIN_PT, 8, b"plain", AckReq::Ack, t0);
+    assert!(deliver(&mut a, &mut b, t0) >= 1);
+    assert_eq!(b.sink.to_vec(0, 2).unwrap(), b"am");
+    assert_eq!(b.sink.to_vec(8, 5).unwrap(), b"plain");
+    assert!(!b.stack.has_soon_acks());
+}

@@ -6,7 +6,9 @@
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
-use rgasnet_portals::engine::{AtomicArgs, EqGet, EqHandle, FetchArgs, GetArgs, RemoteAddr};
+use rgasnet_portals::engine::{
+    AtomicArgs, EqGet, EqHandle, FetchArgs, GetArgs, PutArgs, RemoteAddr,
+};
 use rgasnet_portals::interface::{Interface, InterfaceConfig, Ni};
 use rgasnet_portals::proto::{self, OpKind, RequestHeader};
 use rgasnet_portals::types::{
@@ -729,4 +731,67 @@ fn polling_is_clamped_and_a_polling_wait_still_ends_at_its_deadline() {
     let mut got = vec![0u8; 64];
     tmem.read(0, &mut got).unwrap();
     assert_eq!(got, pattern(64, 9));
+}
+
+/// An interface whose transport holds an ack for data to ride on far longer than any wait
+/// below, and never retransmits within it: an ack that arrives was sent on purpose.
+fn open_patient() -> Ni {
+    let patient = InterfaceConfig {
+        transport: rgasnet_portals::transport::TransportConfig {
+            ack_delay: Duration::from_secs(600),
+            initial_rto: Duration::from_secs(600),
+            min_rto: Duration::from_secs(600),
+            max_rto: Duration::from_secs(600),
+            peer_timeout: Duration::from_secs(1200),
+            ..config(T).transport
+        },
+        ..config(T)
+    };
+    Interface::new(
+        patient,
+        Box::new(UdpEndpoint::bind(&UdpConfig::default()).unwrap()),
+    )
+    .unwrap()
+    .ni_init(KIND, None)
+    .unwrap()
+}
+
+#[test]
+fn a_confirmed_ack_to_a_waiting_target_does_not_wait_for_the_ack_delay() {
+    let (a, b) = (open_patient(), open_patient());
+    // The target's application waits on something else; its wait takes the put in.
+    let _p = Progress::start(b.interface());
+    let tmem = Region::new(4096);
+    let _teq = target(&b, &tmem, MeOptions::OP_PUT);
+    let eq = a.eq_alloc(16).unwrap();
+    let src = Region::from_bytes(&pattern(100, 9));
+    let smd = md(&a, &src, Some(eq));
+    for i in 0..3u64 {
+        let args = PutArgs {
+            ack_req: AckReq::ConfirmedAck,
+            user_ptr: i,
+            ..put_args(smd, 100, to(&b, 100 * i))
+        };
+        a.put(&args).unwrap();
+        assert_eq!(next(&a, eq).kind, EventKind::Send);
+        let ack = next(&a, eq);
+        assert_eq!(
+            (
+                ack.kind,
+                ack.ni_fail,
+                ack.mlength,
+                ack.remote_offset,
+                ack.user_ptr
+            ),
+            (EventKind::Ack, NiFail::Ok, 100, 100 * i, i)
+        );
+    }
+    for i in 0..3 {
+        assert_eq!(tmem.to_vec(100 * i, 100).unwrap(), pattern(100, 9));
+    }
+    let stats = a.interface().transport_stats();
+    assert_eq!(
+        stats.retransmits, 0,
+        "the acks came without a retransmission"
+    );
 }

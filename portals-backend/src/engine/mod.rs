@@ -99,6 +99,9 @@ pub struct Engine {
     /// Peers whose ACK refused an operation (`NI_PT_DISABLED`), one entry per refusal, until
     /// [`Engine::take_refusals`]: the user will send those operations again.
     refusals: Vec<PhysId>,
+    /// Peers whose [`crate::types::AckReq::ConfirmedAck`] requests succeeded silently since the last
+    /// [`Engine::take_silent_confirmations`]: their initiators wait on the transport's ack.
+    silent_confirmations: Vec<PhysId>,
     /// Received immediate messages, oldest first (see [`immediate`]).
     immediates: VecDeque<immediate::Queued>,
     /// Their bytes, back to back in the same order.
@@ -167,6 +170,7 @@ impl Engine {
             spare: Vec::new(),
             lazy_outgoing: VecDeque::new(),
             refusals: Vec::new(),
+            silent_confirmations: Vec::new(),
             immediates: VecDeque::new(),
             immediate_bytes: VecDeque::new(),
             immediates_outstanding: HashMap::new(),
@@ -182,6 +186,16 @@ impl Engine {
     /// (see [`crate::stack::Stack::handle_datagram`]).
     pub fn take_refusals(&mut self, mut f: impl FnMut(PhysId)) {
         for peer in self.refusals.drain(..) {
+            f(peer);
+        }
+    }
+
+    /// Hands `f` the peer of each [`crate::types::AckReq::ConfirmedAck`] request that succeeded without an
+    /// ACK message since the last call (one call per request): its initiator completes the
+    /// operation on the transport's ack, which the layer above should then not hold back
+    /// for long (see [`crate::stack::Stack::handle_datagram`]).
+    pub fn take_silent_confirmations(&mut self, mut f: impl FnMut(PhysId)) {
+        for peer in self.silent_confirmations.drain(..) {
             f(peer);
         }
     }

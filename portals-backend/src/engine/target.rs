@@ -474,7 +474,10 @@ impl Engine {
             None if h.ack_req == AckReq::Confirmed && m.mlength == h.rlength => {}
             None if h.ack_req == AckReq::ConfirmedAck
                 && m.mlength == h.rlength
-                && m.offset == h.remote_offset => {}
+                && m.offset == h.remote_offset =>
+            {
+                self.silent_confirmations.push(from);
+            }
             None if m.lazy_ack
                 && !matches!(
                     h.ack_req,

@@ -251,6 +251,8 @@ pub struct Transport {
     /// Buffers of acknowledged messages, for the layer above to build new ones in
     /// ([`Transport::spare_buffers`]).
     spare: Vec<Vec<u8>>,
+    /// Peers (slots) whose held ack their sender waits on ([`Transport::ack_soon`]).
+    soon: Vec<usize>,
 }
 
 /// A random non-zero incarnation id.
@@ -302,6 +304,7 @@ impl Transport {
             sent_since_settle: false,
             tail_slot: None,
             spare: Vec::new(),
+            soon: Vec::new(),
         })
     }
 

@@ -120,6 +120,11 @@ pub(crate) struct RecvState {
     /// ack before the application's next request carries one or `ack_delay` passes. Acking
     /// every completed message at once cost a datagram per round trip.
     ack_now: bool,
+    /// The layer above said that the sender waits on this ack to complete an operation (a
+    /// confirmed acknowledgement, [`crate::types::AckReq::ConfirmedAck`]): it leaves when
+    /// this process goes idle ([`super::Transport::release_soon_acks`]), not after
+    /// `ack_delay`, unless data to the sender carries it first.
+    pub(crate) ack_soon: bool,
     pub(crate) ack_deadline: Option<Instant>,
     /// Messages delivered so far (messages end in order, so this is also the index of the
     /// next one): what a delivery confirmation waits for (see the transport). A message
@@ -140,6 +145,7 @@ impl RecvState {
             ack_pending: false,
             unacked_frames: 0,
             ack_now: false,
+            ack_soon: false,
             ack_deadline: None,
             delivered: 0,
         }
@@ -394,6 +400,7 @@ impl RecvState {
         self.ack_pending = false;
         self.unacked_frames = 0;
         self.ack_now = false;
+        self.ack_soon = false;
         self.ack_deadline = None;
     }
 }

@@ -21,6 +21,7 @@
 use std::time::Instant;
 
 use super::{Peer, Transport, TransportStats};
+use crate::types::PhysId;
 use crate::wire::AckView;
 
 /// An acknowledgement kept for later: only acks without selective ranges are deferred (those
@@ -153,6 +154,50 @@ impl Transport {
             .all()
             .iter()
             .all(|p| p.failed || !p.send.outstanding())
+    }
+
+    /// Marks the ack held for `peer` (for the message just delivered from it) as one its
+    /// sender waits on: the message asked for a confirmed acknowledgement
+    /// ([`crate::types::AckReq::ConfirmedAck`]), whose only answer is this ack. It still
+    /// rides on the next data to `peer` if this process answers at once (a ping-pong's
+    /// reply), but does not wait `ack_delay` for it: [`Transport::release_soon_acks`], which
+    /// the driver calls when it goes idle, makes it due.
+    pub fn ack_soon(&mut self, peer: PhysId) {
+        let Some(slot) = self.peers.find(peer) else {
+            return;
+        };
+        let Some(p) = self.peers.get_mut(slot) else {
+            return;
+        };
+        if p.recv.ack_pending && !p.recv.ack_soon {
+            p.recv.ack_soon = true;
+            self.soon.push(slot);
+        }
+    }
+
+    /// Whether [`Transport::ack_soon`] marked acks since the last
+    /// [`Transport::release_soon_acks`] (one may have left on data since).
+    pub fn has_soon_acks(&self) -> bool {
+        !self.soon.is_empty()
+    }
+
+    /// Makes every ack marked by [`Transport::ack_soon`] that no data carried yet due now:
+    /// the next transmit pass sends it on its own.
+    pub fn release_soon_acks(&mut self, now: Instant) {
+        for &slot in &self.soon {
+            let Some(peer) = self.peers.get_mut(slot) else {
+                continue;
+            };
+            if !std::mem::take(&mut peer.recv.ack_soon) || peer.failed || !peer.recv.ack_pending {
+                continue;
+            }
+            peer.recv.ack_deadline = Some(now);
+            if !peer.in_ready {
+                peer.in_ready = true;
+                self.ready.push_back(slot);
+            }
+        }
+        self.soon.clear();
     }
 
     /// Makes every acknowledgement held back for data to ride on due now, so that the next
