@@ -292,6 +292,12 @@ impl Stack {
         self.transport.ack_now(now);
     }
 
+    /// Whether a message sent to `peer` waits for its delivery confirmation
+    /// ([`crate::transport::TransportEvent::Confirmed`]).
+    pub fn awaits_confirmation(&self, peer: PhysId) -> bool {
+        self.transport.awaits_confirmation(peer)
+    }
+
     /// Whether acks that initiators wait on ([`Transport::ack_soon`]) may still be held.
     pub fn has_soon_acks(&self) -> bool {
         self.transport.has_soon_acks()

@@ -156,6 +156,14 @@ impl Transport {
             .all(|p| p.failed || !p.send.outstanding())
     }
 
+    /// Whether a message to `peer` waits for its confirmation
+    /// ([`super::TransportEvent::Confirmed`]), which an ack from `peer` may bring.
+    pub fn awaits_confirmation(&self, peer: PhysId) -> bool {
+        self.peers
+            .by_id(peer)
+            .is_some_and(|p| !p.failed && p.send.confirms_pending())
+    }
+
     /// Marks the ack held for `peer` (for the message just delivered from it) as one its
     /// sender waits on: the message asked for a confirmed acknowledgement
     /// ([`crate::types::AckReq::ConfirmedAck`]), whose only answer is this ack. It still
