@@ -34,7 +34,8 @@ check() {
     fi
     case $name in
         ptl_pingpong*)
-            if [ "$(grep -c '(put pingpong rtt)' "$log")" != 5 ] || ! grep -q '^raw: udp' "$log"; then
+            if [ "$(grep -c '(put pingpong rtt)' "$log")" != 5 ] ||
+                [ "$(grep -c '(put+ack rtt)' "$log")" != 5 ] || ! grep -q '^raw: udp' "$log"; then
                 echo "FAIL    $name (missing figures; see $log)"
                 status=1
                 return

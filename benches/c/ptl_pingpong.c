@@ -1,12 +1,13 @@
 /* Portals 4 ping-pong between two ranks: rank 0 puts N bytes (with a counting ack) into rank
  * 1's list entry, rank 1 waits for the arrival on its counting event and puts the same size
- * back; the round trip is the time per iteration (lines "A:"). Then the same sizes as put +
+ * back; the round trip is the time per iteration (lines "A:"). The same sizes as put +
  * acknowledgement (lines "B:"): rank 0 puts and waits for the ack on its counting event, while
  * rank 1's program only waits (for all the arrivals at once), so the answer is the library's
- * own. Sizes 8 B to 1 MiB. A raw UDP ping-pong of
- * 8 bytes between the same two processes (busy-polling, over loopback) is the baseline of the
- * same run. Written against the standard portals4.h and PMI-1 only, so that one source builds
- * against any libportals (rgasnet's, the reference implementation).
+ * own. Sizes 8 B to 1 MiB. A raw UDP ping-pong of 8 bytes between the same two processes
+ * (busy-polling, over loopback) is the baseline ("raw:"); at 8 bytes the three are measured in
+ * ten interleaved slices, so that they see the same machine (a VM's speed drifts from second
+ * to second). Written against the standard portals4.h and PMI-1 only, so that one source
+ * builds against any libportals (rgasnet's, the reference implementation).
  *
  *   ptl_pingpong [ITERS] [MAX_BYTES]
  *
@@ -64,17 +65,19 @@ static void kvs_get(const char *key, char *value, int len) {
 }
 
 /* The raw baseline: an 8-byte UDP ping-pong over loopback, both sides busy-polling. */
-static double udp_rtt(int iters) {
-    int fd = socket(AF_INET, SOCK_DGRAM, 0);
-    struct sockaddr_in me, peer;
+static int udp_fd = -1;
+static struct sockaddr_in udp_peer;
+
+static void udp_open(void) {
+    struct sockaddr_in me;
     socklen_t len = sizeof me;
-    char key[32], value[32], buf[8] = {0};
-    int i;
+    char key[32], value[32];
+    udp_fd = socket(AF_INET, SOCK_DGRAM, 0);
     memset(&me, 0, sizeof me);
     me.sin_family = AF_INET;
     me.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&me, sizeof me) != 0 ||
-        getsockname(fd, (struct sockaddr *)&me, &len) != 0) {
+    if (udp_fd < 0 || bind(udp_fd, (struct sockaddr *)&me, sizeof me) != 0 ||
+        getsockname(udp_fd, (struct sockaddr *)&me, &len) != 0) {
         perror("udp baseline socket");
         exit(1);
     }
@@ -84,31 +87,31 @@ static double udp_rtt(int iters) {
     PMI_Barrier();
     snprintf(key, sizeof key, "udp-%d", 1 - rank);
     kvs_get(key, value, sizeof value);
-    peer = me;
-    peer.sin_port = htons((unsigned short)atoi(value));
-    double t0 = 0;
-    for (i = -iters / 10; i < iters; i++) {
-        if (i == 0) t0 = now_us();
+    udp_peer = me;
+    udp_peer.sin_port = htons((unsigned short)atoi(value));
+}
+
+/* m raw round trips; their time in microseconds. */
+static double udp_chunk(int m) {
+    char buf[8] = {0};
+    double t0 = now_us();
+    for (int i = 0; i < m; i++) {
         if (rank == 0) {
-            sendto(fd, buf, sizeof buf, 0, (struct sockaddr *)&peer, sizeof peer);
+            sendto(udp_fd, buf, sizeof buf, 0, (struct sockaddr *)&udp_peer, sizeof udp_peer);
         }
-        while (recv(fd, buf, sizeof buf, MSG_DONTWAIT) < 0) {
+        while (recv(udp_fd, buf, sizeof buf, MSG_DONTWAIT) < 0) {
             if (errno != EAGAIN && errno != EWOULDBLOCK) {
                 perror("recv");
                 exit(1);
             }
         }
         if (rank == 1) {
-            sendto(fd, buf, sizeof buf, 0, (struct sockaddr *)&peer, sizeof peer);
+            sendto(udp_fd, buf, sizeof buf, 0, (struct sockaddr *)&udp_peer, sizeof udp_peer);
         }
     }
-    double rtt = (now_us() - t0) / iters;
-    close(fd);
-    PMI_Barrier();
-    return rtt;
+    return now_us() - t0;
 }
 
-/* Waits until `ct` counts `target` successes; a failure ends the run. */
 static void wait_ct(ptl_handle_ct_t ct, ptl_size_t target) {
     ptl_ct_event_t v;
     CHECK(PtlCTWait(ct, target, &v));
@@ -116,6 +119,52 @@ static void wait_ct(ptl_handle_ct_t ct, ptl_size_t target) {
         fprintf(stderr, "rank %d: %lu failed operations\n", rank, (unsigned long)v.failure);
         exit(1);
     }
+}
+
+/* What the measurements share: the handles and the running counts of the two CTs. */
+struct pp {
+    ptl_handle_md_t md;
+    ptl_process_t peer;
+    ptl_pt_index_t pt;
+    ptl_handle_ct_t recv_ct, ack_ct;
+    ptl_size_t arrived, sent;
+};
+
+/* m ping-pong round trips of s bytes; their time in microseconds on rank 0. */
+static double pingpong(struct pp *p, int s, int m) {
+    double t0 = now_us();
+    for (int i = 0; i < m; i++) {
+        if (rank == 0) {
+            CHECK(PtlPut(p->md, 0, (ptl_size_t)s, PTL_CT_ACK_REQ, p->peer, p->pt, 0, 0, NULL, 0));
+            p->sent++;
+            wait_ct(p->recv_ct, ++p->arrived);
+        } else {
+            wait_ct(p->recv_ct, ++p->arrived);
+            CHECK(PtlPut(p->md, 0, (ptl_size_t)s, PTL_CT_ACK_REQ, p->peer, p->pt, 0, 0, NULL, 0));
+            p->sent++;
+        }
+    }
+    return now_us() - t0;
+}
+
+/* m puts of s bytes, each waited for until acknowledged; their time in microseconds on rank
+ * 0. Rank 1's program only waits (for all the arrivals at once): the acks are the library's
+ * to send meanwhile. A last put asks for no ack, so that no measured ack waits for rank 1's
+ * next call into the library. */
+static double put_ack(struct pp *p, int s, int m) {
+    double t0 = now_us(), t = 0;
+    if (rank == 1) {
+        p->arrived += (ptl_size_t)m + 1;
+        wait_ct(p->recv_ct, p->arrived);
+        return 0;
+    }
+    for (int i = 0; i < m; i++) {
+        CHECK(PtlPut(p->md, 0, (ptl_size_t)s, PTL_CT_ACK_REQ, p->peer, p->pt, 0, 0, NULL, 0));
+        wait_ct(p->ack_ct, ++p->sent);
+    }
+    t = now_us() - t0;
+    CHECK(PtlPut(p->md, 0, (ptl_size_t)s, PTL_NO_ACK_REQ, p->peer, p->pt, 0, 0, NULL, 0));
+    return t;
 }
 
 int main(int argc, char **argv) {
@@ -131,7 +180,6 @@ int main(int argc, char **argv) {
     ptl_md_t md;
     char key[32], value[64];
     char *recv_buf = calloc(MAX_SIZE, 1), *send_buf = calloc(MAX_SIZE, 1);
-    ptl_size_t arrived = 0, sent = 0;
     int r;
 
     if (recv_buf == NULL || send_buf == NULL || iters <= 0) return 2;
@@ -182,67 +230,57 @@ int main(int argc, char **argv) {
     md.ct_handle = ack_ct;
     CHECK(PtlMDBind(ni, &md, &mdh));
     PMI_Barrier();
+    struct pp st = {.md = mdh, .pt = pt, .recv_ct = recv_ct, .ack_ct = ack_ct};
 
     peer.rank = (ptl_rank_t)(1 - rank);
+    st.peer = peer;
+    udp_open();
     if (rank == 0) printf("ptl_pingpong: 2 ranks, put with a counting ack\n");
     static const int sizes[] = {8, 64, 512, 4096, 32768, 262144, MAX_SIZE};
-    for (unsigned k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-        int s = sizes[k];
-        if (s > max_bytes) break;
-        int n = s <= 4096 ? iters : (int)((long)iters * 4096 / s), i;
-        double t0 = 0;
-        if (n < 20) n = 20;
-        for (i = -n / 10 - 1; i < n; i++) {
-            if (i == 0) t0 = now_us();
-            if (rank == 0) {
-                CHECK(PtlPut(mdh, 0, (ptl_size_t)s, PTL_CT_ACK_REQ, peer, pt, 0, 0, NULL, 0));
-                sent++;
-                wait_ct(recv_ct, ++arrived);
-            } else {
-                wait_ct(recv_ct, ++arrived);
-                CHECK(PtlPut(mdh, 0, (ptl_size_t)s, PTL_CT_ACK_REQ, peer, pt, 0, 0, NULL, 0));
-                sent++;
-            }
+    enum { NSIZES = sizeof sizes / sizeof sizes[0], CHUNKS = 10 };
+    double ping[NSIZES] = {0}, acked[NSIZES] = {0}, raw = 0;
+    int counts[NSIZES] = {0};
+    /* 8 bytes: the ping-pong, the put+ack and the raw UDP ping-pong in CHUNKS interleaved
+     * slices after one warm-up slice each, so that the three see the same machine (this VM's
+     * speed drifts from second to second). Larger sizes: one after the other. */
+    int slice = iters / CHUNKS > 0 ? iters / CHUNKS : 1;
+    for (int c = -1; c < CHUNKS; c++) {
+        double r = udp_chunk(slice);
+        double a = pingpong(&st, 8, slice);
+        double b = put_ack(&st, 8, slice);
+        if (c >= 0) {
+            raw += r;
+            ping[0] += a;
+            acked[0] += b;
+            counts[0] += slice;
         }
-        double total = now_us() - t0;
-        wait_ct(ack_ct, sent);
-        if (rank == 0) {
+    }
+    for (int k = 1; k < NSIZES && sizes[k] <= max_bytes; k++) {
+        int n = sizes[k] <= 4096 ? iters : (int)((long)iters * 4096 / sizes[k]);
+        if (n < 20) n = 20;
+        pingpong(&st, sizes[k], n / 10 + 1);
+        ping[k] = pingpong(&st, sizes[k], n);
+        put_ack(&st, sizes[k], n / 10 + 1);
+        acked[k] = put_ack(&st, sizes[k], n);
+        counts[k] = n;
+    }
+    wait_ct(ack_ct, st.sent);
+    if (rank == 0) {
+        for (int k = 0; k < NSIZES && counts[k] > 0; k++) {
             printf("A:  0 - %10d byte : %7d iters, latency %10.0f us total, %9.3f us ave. "
                    "(put pingpong rtt)\n",
-                   s, n, total, total / n);
-            fflush(stdout);
+                   sizes[k], counts[k], ping[k], ping[k] / counts[k]);
         }
-    }
-    for (unsigned k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-        int s = sizes[k];
-        if (s > max_bytes) break;
-        int n = s <= 4096 ? iters : (int)((long)iters * 4096 / s), i;
-        if (n < 20) n = 20;
-        int warm = n / 10 + 1;
-        double t0 = 0;
-        if (rank == 1) {
-            /* One wait for every arrival: the acks are the library's to send meanwhile. The
-             * last put asks for no ack, so that no measured ack waits for this program's
-             * next call into the library. */
-            arrived += (ptl_size_t)(warm + n + 1);
-            wait_ct(recv_ct, arrived);
-        } else {
-            for (i = -warm; i < n; i++) {
-                if (i == 0) t0 = now_us();
-                CHECK(PtlPut(mdh, 0, (ptl_size_t)s, PTL_CT_ACK_REQ, peer, pt, 0, 0, NULL, 0));
-                wait_ct(ack_ct, ++sent);
-            }
-            double total = now_us() - t0;
-            CHECK(PtlPut(mdh, 0, (ptl_size_t)s, PTL_NO_ACK_REQ, peer, pt, 0, 0, NULL, 0));
+        for (int k = 0; k < NSIZES && counts[k] > 0; k++) {
             printf("B:  0 - %10d byte : %7d iters, latency %10.0f us total, %9.3f us ave. "
                    "(put+ack rtt)\n",
-                   s, n, total, total / n);
-            fflush(stdout);
+                   sizes[k], counts[k], acked[k], acked[k] / counts[k]);
         }
-        PMI_Barrier();
+        printf("raw: udp pingpong 8 byte rtt %.2f us\n", raw / counts[0]);
+        fflush(stdout);
     }
-    double raw = udp_rtt(iters);
-    if (rank == 0) printf("raw: udp pingpong 8 byte rtt %.2f us\n", raw);
+    close(udp_fd);
+    PMI_Barrier();
     CHECK(PtlMDRelease(mdh));
     CHECK(PtlLEUnlink(leh));
     CHECK(PtlCTFree(ack_ct));
