@@ -167,6 +167,18 @@ static double put_ack(struct pp *p, int s, int m) {
     return t;
 }
 
+/* Prints (on rank 0) the two figures of size s: n round trips each, in ping and acked us. */
+static void report(int s, int n, double ping, double acked) {
+    if (rank != 0) return;
+    printf("A:  0 - %10d byte : %7d iters, latency %10.0f us total, %9.3f us ave. "
+           "(put pingpong rtt)\n",
+           s, n, ping, ping / n);
+    printf("B:  0 - %10d byte : %7d iters, latency %10.0f us total, %9.3f us ave. "
+           "(put+ack rtt)\n",
+           s, n, acked, acked / n);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv) {
     int spawned = 0, iters = argc > 1 ? atoi(argv[1]) : 2000;
     long max_bytes = argc > 2 ? atol(argv[2]) : MAX_SIZE;
@@ -237,46 +249,36 @@ int main(int argc, char **argv) {
     udp_open();
     if (rank == 0) printf("ptl_pingpong: 2 ranks, put with a counting ack\n");
     static const int sizes[] = {8, 64, 512, 4096, 32768, 262144, MAX_SIZE};
-    enum { NSIZES = sizeof sizes / sizeof sizes[0], CHUNKS = 10 };
-    double ping[NSIZES] = {0}, acked[NSIZES] = {0}, raw = 0;
-    int counts[NSIZES] = {0};
+    enum { CHUNKS = 10 };
     /* 8 bytes: the ping-pong, the put+ack and the raw UDP ping-pong in CHUNKS interleaved
      * slices after one warm-up slice each, so that the three see the same machine (this VM's
-     * speed drifts from second to second). Larger sizes: one after the other. */
+     * speed drifts from second to second). Larger sizes: one after the other. Each figure is
+     * printed as soon as it is measured. */
     int slice = iters / CHUNKS > 0 ? iters / CHUNKS : 1;
+    double raw = 0, ping = 0, acked = 0;
     for (int c = -1; c < CHUNKS; c++) {
         double r = udp_chunk(slice);
         double a = pingpong(&st, 8, slice);
         double b = put_ack(&st, 8, slice);
         if (c >= 0) {
             raw += r;
-            ping[0] += a;
-            acked[0] += b;
-            counts[0] += slice;
+            ping += a;
+            acked += b;
         }
     }
-    for (int k = 1; k < NSIZES && sizes[k] <= max_bytes; k++) {
+    report(8, slice * CHUNKS, ping, acked);
+    for (unsigned k = 1; k < sizeof sizes / sizeof sizes[0] && sizes[k] <= max_bytes; k++) {
         int n = sizes[k] <= 4096 ? iters : (int)((long)iters * 4096 / sizes[k]);
         if (n < 20) n = 20;
         pingpong(&st, sizes[k], n / 10 + 1);
-        ping[k] = pingpong(&st, sizes[k], n);
+        ping = pingpong(&st, sizes[k], n);
         put_ack(&st, sizes[k], n / 10 + 1);
-        acked[k] = put_ack(&st, sizes[k], n);
-        counts[k] = n;
+        acked = put_ack(&st, sizes[k], n);
+        report(sizes[k], n, ping, acked);
     }
     wait_ct(ack_ct, st.sent);
     if (rank == 0) {
-        for (int k = 0; k < NSIZES && counts[k] > 0; k++) {
-            printf("A:  0 - %10d byte : %7d iters, latency %10.0f us total, %9.3f us ave. "
-                   "(put pingpong rtt)\n",
-                   sizes[k], counts[k], ping[k], ping[k] / counts[k]);
-        }
-        for (int k = 0; k < NSIZES && counts[k] > 0; k++) {
-            printf("B:  0 - %10d byte : %7d iters, latency %10.0f us total, %9.3f us ave. "
-                   "(put+ack rtt)\n",
-                   sizes[k], counts[k], acked[k], acked[k] / counts[k]);
-        }
-        printf("raw: udp pingpong 8 byte rtt %.2f us\n", raw / counts[0]);
+        printf("raw: udp pingpong 8 byte rtt %.2f us\n", raw / (slice * CHUNKS));
         fflush(stdout);
     }
     close(udp_fd);
