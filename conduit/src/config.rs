@@ -25,6 +25,10 @@ pub const SUPERNODE_MAXSIZE: &str = "GASNET_SUPERNODE_MAXSIZE";
 pub const VERBOSEENV: &str = "GASNET_VERBOSEENV";
 /// `RGASNET_PSHM`: 0 turns the shared-memory path off.
 pub const PSHM: &str = "RGASNET_PSHM";
+/// `RGASNET_PSHM_BARRIER`: the shared-memory node barrier, `auto` (default: dissemination, or
+/// the shared counter on a host with more ranks than CPUs), `counter` or `dissemination`. The
+/// lowest rank of each host decides for the host.
+pub const PSHM_BARRIER: &str = "RGASNET_PSHM_BARRIER";
 /// `RGASNET_PORTALS`: which Portals engine, `native` (default) or `ref`.
 pub const PORTALS: &str = "RGASNET_PORTALS";
 /// `RGASNET_PEER_TIMEOUT`: seconds a silent peer is waited for before its operations fail
@@ -176,6 +180,8 @@ pub struct Config {
     pub supernode_maxsize: u32,
     /// Whether the shared-memory path may be used.
     pub pshm: bool,
+    /// The shared-memory node barrier ([`PSHM_BARRIER`]).
+    pub pshm_barrier: rgasnet_pshm::BarrierKind,
     /// Print settings at start-up.
     pub verbose_env: bool,
     /// Which Portals engine.
@@ -285,6 +291,10 @@ impl Config {
             Ok(parse_count(v, 0, 1 << 20)? as u32)
         })?;
         let pshm = r.get(PSHM, true, parse_bool)?;
+        let pshm_barrier = r.get(PSHM_BARRIER, rgasnet_pshm::BarrierKind::Auto, |v| {
+            rgasnet_pshm::BarrierKind::parse(v)
+                .ok_or_else(|| "expected `auto`, `counter` or `dissemination`".into())
+        })?;
         let verbose_env = r.get(VERBOSEENV, false, parse_bool)?;
         let portals = r.get(PORTALS, PortalsEngine::Native, |v| {
             match v.to_ascii_lowercase().as_str() {
@@ -343,6 +353,7 @@ impl Config {
             max_segsize,
             supernode_maxsize,
             pshm: pshm && supernode_maxsize != 1,
+            pshm_barrier,
             verbose_env,
             portals,
             peer_timeout_secs,

@@ -56,7 +56,7 @@ pub use finish::LINGER_QUIET;
 pub use handlers::{Category, Handler, RegisterError};
 pub use node_barrier::NodeBarrierTicket;
 pub use recv::in_handler;
-pub use rgasnet_pshm::{BarrierName, MappedSegment};
+pub use rgasnet_pshm::{BarrierName, BarrierWaiting, MappedSegment};
 pub use stall::StallClock;
 pub use stats::AmStats;
 pub use token::Token;

@@ -6,9 +6,9 @@
 //! On a host with more ranks than CPUs the waiters yield the CPU to the ranks still to arrive
 //! (see [`crate::config::WaitPoll`]).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rgasnet_pshm::{BarrierName, BarrierTicket};
+use rgasnet_pshm::{BarrierName, BarrierTicket, BarrierWaiting};
 
 use crate::client::Client;
 use crate::shm::Shm;
@@ -49,16 +49,16 @@ impl Client {
     }
 
     /// One step of waiting for the barrier of `ticket` (see `rgasnet_pshm::Node::barrier_pause`):
-    /// spins or yields until the poll budget since `since` has passed, then sleeps at most
-    /// `nap` on the barrier. Returns whether it completed.
+    /// spins or yields until `waiting` has lasted the poll budget, then sleeps at most `nap`
+    /// on the barrier. Returns whether it completed.
     pub fn node_barrier_pause(
         &self,
         ticket: NodeBarrierTicket,
-        since: Instant,
+        waiting: &mut BarrierWaiting,
         nap: Duration,
     ) -> bool {
         self.job_node()
-            .is_some_and(|shm| shm.node.barrier_pause(ticket.0, since, nap))
+            .is_some_and(|shm| shm.node.barrier_pause(ticket.0, waiting, nap))
     }
 
     /// The value `rank` brought to the barrier of `ticket`: once it completed, this

@@ -116,6 +116,7 @@ pub(crate) fn attach(
         // More ranks than CPUs: a waiting rank yields to the ones it waits for.
         config.wait = rgasnet_pshm::WaitPolicy::crowded(inner.polling.budget);
     }
+    config.barrier = inner.config.pshm_barrier;
     let (node, rx) = Node::attach(config, || inner.boot.barrier())?;
     let segment = node
         .segment(inner.rank)

@@ -10,7 +10,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rgasnet::{BarrierName, NodeBarrierTicket};
 
@@ -371,16 +371,16 @@ impl Barrier {
         let client = &core.client;
         let limit = client.config().stall_warning_secs;
         let mut clock = rgasnet::StallClock::new(limit);
-        let mut since = Instant::now();
+        let mut waiting = rgasnet::BarrierWaiting::default();
         let mut looks: u32 = 0;
         while !client.node_barrier_done(ticket) {
             if client.shm_pending() {
                 // Handlers run in every wait; their traffic restarts the spin.
                 if client.poll().map_err(|e| ExtError::from_am(call, e))? > 0 {
-                    since = Instant::now();
+                    waiting.restart();
                 }
             }
-            if client.node_barrier_pause(ticket, since, NODE_NAP) {
+            if client.node_barrier_pause(ticket, &mut waiting, NODE_NAP) {
                 continue;
             }
             if let Some(waited) = clock.check() {

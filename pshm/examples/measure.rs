@@ -6,7 +6,8 @@
 //! ```
 //!
 //! Prints the raw baselines, the AM request/reply round trip through the shared-memory
-//! queues, an 8-byte write into the peer's mapped segment, and 1 MiB copies into it.
+//! queues, the node barrier (arrive, then spin until done: the floor of a conduit barrier on
+//! one host), an 8-byte write into the peer's mapped segment, and 1 MiB copies into it.
 use std::hint::black_box;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use rgasnet_pshm::baseline::{self, median};
-use rgasnet_pshm::{AmMessage, Body, Node, NodeConfig};
+use rgasnet_pshm::{AmMessage, BarrierKind, Body, Node, NodeConfig};
 
 const CHILD: &str = "RGASNET_PSHM_MEASURE_CHILD";
 const RUNS: usize = 5;
@@ -22,6 +23,9 @@ const RTT_ITERS: u32 = 20_000;
 const MIB: usize = 1 << 20;
 const STOP: u8 = 0;
 const PING: u8 = 1;
+/// Asks rank 1 to run `args[0]` node barriers.
+const BARRIERS: u8 = 2;
+const BARRIER_ITERS: u32 = 200_000;
 
 fn main() -> Result<()> {
     if let Ok(key) = std::env::var(CHILD) {
@@ -47,7 +51,12 @@ fn main() -> Result<()> {
         from_peer.read_line(&mut l)?;
         Ok(())
     };
-    let (node, mut rx) = Node::attach(NodeConfig::new(key, 0, vec![0, 1], 2 * MIB), barrier)?;
+    let mut config = NodeConfig::new(key, 0, vec![0, 1], 2 * MIB);
+    if let Ok(v) = std::env::var("RGASNET_PSHM_BARRIER") {
+        config.barrier = BarrierKind::parse(&v)
+            .context("RGASNET_PSHM_BARRIER: auto, counter or dissemination")?;
+    }
+    let (node, mut rx) = Node::attach(config, barrier)?;
 
     // Software cost of one Short: enqueue to self and dequeue, no cache line crosses cores.
     let own = AmMessage {
@@ -98,6 +107,31 @@ fn main() -> Result<()> {
         "pshm: am short request/reply rtt {:.3} us ({:.2} x the flag ping-pong)",
         rtt.as_secs_f64() * 1e6,
         rtt.as_secs_f64() / flag_rtt.as_secs_f64()
+    );
+
+    // The node barrier, both ranks arriving and spinning until it completes.
+    let mut samples = Vec::new();
+    for _ in 0..RUNS {
+        let ask = AmMessage {
+            handler: BARRIERS,
+            args: &[BARRIER_ITERS],
+            body: Body::Short,
+        };
+        while node.try_send_request(1, &ask).is_err() {}
+        let t = Instant::now();
+        run_barriers(&node, BARRIER_ITERS);
+        samples.push(t.elapsed() / BARRIER_ITERS);
+    }
+    let barrier = median(&mut samples).context("no samples")?;
+    println!(
+        "pshm: node barrier ({}), 2 ranks {:.3} us ({:.2} x the flag ping-pong)",
+        if node.barrier_disseminates() {
+            "dissemination"
+        } else {
+            "counter"
+        },
+        barrier.as_secs_f64() * 1e6,
+        barrier.as_secs_f64() / flag_rtt.as_secs_f64()
     );
 
     let seg = node.segment(1).context("peer segment")?;
@@ -189,7 +223,18 @@ fn write8_ns(region: &rgasnet_portals::Region) -> Result<f64> {
     median(&mut samples).context("no samples")
 }
 
-/// Rank 1: answers every PING request with a reply until STOP.
+/// `n` node barriers: arrive, then spin until every member has arrived.
+fn run_barriers(node: &Node, n: u32) {
+    for _ in 0..n {
+        let ticket = node.barrier_arrive();
+        while !node.barrier_done(ticket) {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Rank 1: answers every PING request with a reply until STOP; runs the barriers BARRIERS
+/// asks for.
 fn child(key: u64) -> Result<()> {
     let stdin = std::io::stdin();
     let barrier = || -> std::io::Result<()> {
@@ -218,6 +263,12 @@ fn child(key: u64) -> Result<()> {
         };
         if m.handler() == STOP {
             return Ok(());
+        }
+        if m.handler() == BARRIERS {
+            let n = m.args().first().copied().unwrap_or(0);
+            drop(m);
+            run_barriers(&node, n);
+            continue;
         }
         let src = m.source();
         drop(m);

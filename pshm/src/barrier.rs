@@ -42,7 +42,26 @@ const NAME_SET: u64 = 1 << 63;
 const NAME_MISMATCH: u64 = 1 << 62;
 
 impl BarrierName {
-    fn from_word(w: u64) -> BarrierName {
+    /// This arrival as a word of the shared form (see [`BarrierName::merge_words`]).
+    pub(crate) fn to_word(self) -> u64 {
+        let name = self.name.map_or(0, |n| NAME_SET | u64::from(n));
+        name | if self.mismatch { NAME_MISMATCH } else { 0 }
+    }
+
+    /// The merge of two words of arrivals (or merges of them): the name either brought, and
+    /// a mismatch if either had one or they brought different names. Commutative and
+    /// idempotent, so that a dissemination barrier may merge an arrival more than once.
+    pub(crate) fn merge_words(a: u64, b: u64) -> u64 {
+        let mismatch = (a | b) & NAME_MISMATCH;
+        match (a & NAME_SET != 0, b & NAME_SET != 0) {
+            (true, true) if a as u32 != b as u32 => a | NAME_MISMATCH,
+            (true, _) => a | mismatch,
+            (false, true) => b | mismatch,
+            (false, false) => mismatch,
+        }
+    }
+
+    pub(crate) fn from_word(w: u64) -> BarrierName {
         BarrierName {
             name: (w & NAME_SET != 0).then_some(w as u32),
             mismatch: w & NAME_MISMATCH != 0,
@@ -81,6 +100,18 @@ impl BarrierName {
 #[must_use = "a barrier arrival must be waited for"]
 pub struct BarrierTicket {
     generation: u32,
+}
+
+impl BarrierTicket {
+    /// The ticket of barrier number `epoch` (a generation, or a dissemination epoch).
+    pub(crate) fn of(epoch: u32) -> BarrierTicket {
+        BarrierTicket { generation: epoch }
+    }
+
+    /// The barrier's number.
+    pub(crate) fn epoch(self) -> u32 {
+        self.generation
+    }
 }
 
 impl BarrierWords<'_> {
@@ -235,6 +266,50 @@ mod tests {
         let _ = w.b().arrive(3, ANON);
         let _ = w.b().arrive(3, ANON);
         assert_eq!(w.b().name(t), ANON);
+    }
+
+    #[test]
+    fn merging_words_is_the_shared_word_s_merge_in_any_order() {
+        let arrivals = [
+            ANON,
+            named(7),
+            named(9),
+            BarrierName {
+                name: None,
+                mismatch: true,
+            },
+            BarrierName {
+                name: Some(7),
+                mismatch: true,
+            },
+        ];
+        for a in arrivals {
+            for b in arrivals {
+                let (wa, wb) = (a.to_word(), b.to_word());
+                let ab = BarrierName::merge_words(wa, wb);
+                let ba = BarrierName::merge_words(wb, wa);
+                // Commutative up to the name kept beside a mismatch, and idempotent.
+                assert_eq!(
+                    BarrierName::from_word(ab).mismatch,
+                    BarrierName::from_word(ba).mismatch
+                );
+                if ab & NAME_MISMATCH == 0 {
+                    assert_eq!(ab, ba);
+                }
+                assert_eq!(BarrierName::merge_words(ab, wa), ab);
+                assert_eq!(BarrierName::merge_words(ab, ab), ab);
+                // The counter's shared word agrees.
+                let shared = AtomicU64::new(0);
+                a.merge_into(&shared);
+                b.merge_into(&shared);
+                let via_counter = BarrierName::from_word(shared.load(Ordering::Relaxed));
+                let via_words = BarrierName::from_word(ab);
+                assert_eq!(via_counter.mismatch, via_words.mismatch, "{a:?} {b:?}");
+                if !via_counter.mismatch {
+                    assert_eq!(via_counter, via_words, "{a:?} {b:?}");
+                }
+            }
+        }
     }
 
     #[test]

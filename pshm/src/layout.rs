@@ -34,6 +34,13 @@ pub(crate) const W_RANK: usize = 2;
 pub(crate) const W_SEGMENT_LEN: usize = 3;
 pub(crate) const W_QUEUE_CELLS: usize = 4;
 pub(crate) const W_OBJECT_LEN: usize = 5;
+/// Which node barrier the supernode uses, as its leader (lowest rank) decided at attach:
+/// [`BARRIER_COUNTER`] or [`BARRIER_DISSEMINATION`]. Only the leader's object's is read.
+pub(crate) const W_BARRIER_MODE: usize = 6;
+/// The shared counter (`barrier`).
+pub(crate) const BARRIER_COUNTER: u64 = 0;
+/// The dissemination barrier (`dissemination`).
+pub(crate) const BARRIER_DISSEMINATION: u64 = 1;
 /// Doorbell futex word (used through its 32-bit view only).
 pub(crate) const W_DOORBELL: usize = 8;
 /// Node barrier arrival counter (32-bit view only); only the leader's object's is used.
@@ -56,6 +63,18 @@ pub(crate) const W_LEFT: usize = 72;
 /// the parity of the barrier's generation: a rank can be one barrier ahead of a peer that is
 /// still reading the values of the last one, never two.
 pub(crate) const W_BARRIER_VALUE: [usize; 2] = [80, 88];
+/// Non-zero while this rank sleeps on a dissemination slot (32-bit view only).
+pub(crate) const W_DISS_SLEEP: usize = 96;
+/// Rounds of the dissemination barrier the header has slots for.
+pub(crate) const DISS_MAX_ROUNDS: usize = 8;
+/// First word of the dissemination slots: one line per parity and round, the line's first
+/// word the epoch (32-bit view only), its second the names merged so far.
+pub(crate) const W_DISS_SLOTS: usize = 128;
+
+/// The first word of the dissemination slot of `round` for barriers of `parity`.
+pub(crate) const fn diss_slot(parity: usize, round: usize) -> usize {
+    W_DISS_SLOTS + (parity * DISS_MAX_ROUNDS + round) * 8
+}
 
 /// Cells that the largest record needs (header, 16 args, maximal Medium payload).
 pub(crate) const MAX_RECORD_CELLS: usize =
@@ -151,6 +170,9 @@ mod tests {
             W_BARRIER_VALUE[0],
             W_BARRIER_VALUE[1],
         ];
+        let mut hot = hot.to_vec();
+        hot.push(W_DISS_SLEEP);
+        hot.extend((0..2).flat_map(|p| (0..DISS_MAX_ROUNDS).map(move |r| diss_slot(p, r))));
         let mut lines: Vec<usize> = hot.iter().map(|w| w / 8).collect();
         lines.push(W_MAGIC / 8);
         lines.sort_unstable();
@@ -160,6 +182,7 @@ mod tests {
         // The agreed names share the generation's line on purpose.
         assert!(W_BARRIER_NAME.iter().all(|&w| w / 8 == W_BARRIER_GEN / 8));
         for w in [
+            W_BARRIER_MODE,
             W_JOB_KEY,
             W_RANK,
             W_SEGMENT_LEN,

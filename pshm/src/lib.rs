@@ -17,7 +17,8 @@
 //!    peers' ones are written and read directly.
 //! 4. [`Node::try_send_request`] / [`Node::try_send_reply`] enqueue an [`AmMessage`];
 //!    [`Receiver`] dequeues ([`Inbox::try_recv`]) and sleeps ([`Receiver::wait`]).
-//! 5. [`Node::barrier_arrive`] / [`Node::barrier_wait`]: the node barrier.
+//! 5. [`Node::barrier_arrive`] / [`Node::barrier_wait`]: the node barrier (a dissemination
+//!    barrier, or a shared counter on a host with more ranks than CPUs: [`BarrierKind`]).
 //!
 //! ```no_run
 //! use rgasnet_pshm::{AmMessage, Body, Node, NodeConfig};
@@ -41,6 +42,7 @@
 
 mod barrier;
 pub mod baseline;
+mod dissemination;
 mod error;
 mod host;
 mod layout;
@@ -55,7 +57,7 @@ pub use error::{BaselineError, HostError, RecvError, SendError, SetupError};
 pub use host::{host_id, Supernodes, BOOT_ID_PATH};
 pub use layout::MIN_QUEUE_CELLS;
 pub use message::{AmCategory, AmMessage, Body, MAX_ARGS, MAX_MEDIUM};
-pub use node::{Inbox, Node, NodeConfig, Receiver};
+pub use node::{BarrierKind, BarrierWaiting, Inbox, Node, NodeConfig, Receiver};
 pub use queue::Received;
 pub use segment::{
     check_space, fast_region, job_prefix, object_name, remove_job_objects, ExternalMemory,

@@ -10,13 +10,17 @@ use std::time::{Duration, Instant};
 
 use rgasnet_portals::Region;
 
-use crate::barrier::{BarrierName, BarrierTicket, BarrierWords};
+use crate::dissemination::Dissemination;
 use crate::error::{RecvError, SendError, SetupError};
 use crate::layout::{self, Layout, MIN_QUEUE_CELLS};
 use crate::message::AmMessage;
 use crate::queue::{Received, RingPlace};
 use crate::segment::{self, as_u32, MappedSegment, Mapping, SegmentMemory};
 use crate::wait::{self, WaitPolicy};
+
+#[path = "node_barrier.rs"]
+mod node_barrier;
+pub use node_barrier::{BarrierKind, BarrierWaiting};
 
 /// What [`Node::attach`] needs to know.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +37,9 @@ pub struct NodeConfig {
     pub queue_cells: usize,
     /// Spinning before sleeping in [`Receiver::wait`] and [`Node::barrier_wait`].
     pub wait: WaitPolicy,
+    /// Which node barrier the supernode uses; only the leader's (lowest rank's) choice
+    /// counts, so that every member runs the same one.
+    pub barrier: BarrierKind,
 }
 
 impl NodeConfig {
@@ -45,6 +52,7 @@ impl NodeConfig {
             segment_len,
             queue_cells: MIN_QUEUE_CELLS,
             wait: WaitPolicy::default(),
+            barrier: BarrierKind::Auto,
         }
     }
 
@@ -185,6 +193,9 @@ pub struct Node {
     /// routing asks this for every message, and a binary search was a tenth of a send.
     index_of: Vec<u32>,
     wait: WaitPolicy,
+    /// The node barrier, when the supernode's leader chose dissemination (see
+    /// [`crate::dissemination`]); the shared counter otherwise.
+    dissemination: Option<Dissemination>,
 }
 
 /// [`Node::index_of`] entry of a rank outside the supernode.
@@ -257,6 +268,16 @@ impl Node {
         for (i, &r) in config.members.iter().enumerate() {
             index_of[r as usize] = i as u32;
         }
+        // The leader's choice, written before the first bootstrap barrier.
+        let dissemination = match peers
+            .first()
+            .map(|p| p.mapping.words()[layout::W_BARRIER_MODE].load(Ordering::Relaxed))
+        {
+            Some(layout::BARRIER_DISSEMINATION) => {
+                Dissemination::new(peers.iter().map(|p| Arc::clone(&p.mapping)).collect(), own)
+            }
+            _ => None,
+        };
         let node = Node {
             own,
             index_of,
@@ -264,6 +285,7 @@ impl Node {
             members: config.members,
             peers,
             wait: config.wait,
+            dissemination,
         };
         Ok((node, receiver))
     }
@@ -358,100 +380,6 @@ impl Node {
             // Relaxed: a hint (see above); the consumer's own copy of `head` is the truth.
             r.committed_at(r.head.load(Ordering::Relaxed))
         })
-    }
-
-    fn barrier_words(&self) -> BarrierWords<'_> {
-        // The leader (lowest rank) hosts the barrier; `members` is never empty.
-        let words = self.peers[0].mapping.words();
-        BarrierWords {
-            count: as_u32(&words[layout::W_BARRIER_COUNT]),
-            generation: as_u32(&words[layout::W_BARRIER_GEN]),
-            sleepers: as_u32(&words[layout::W_BARRIER_SLEEPERS]),
-            names: [
-                &words[layout::W_BARRIER_NAME[0]],
-                &words[layout::W_BARRIER_NAME[1]],
-            ],
-        }
-    }
-
-    /// Arrives at the node barrier (split phase: poll with [`Node::barrier_done`]).
-    pub fn barrier_arrive(&self) -> BarrierTicket {
-        self.barrier_words()
-            .arrive(self.members.len() as u32, BarrierName::default())
-    }
-
-    /// [`Node::barrier_arrive`] bringing a name to agree on ([`Node::barrier_name`]) and
-    /// `value`, which every member can read ([`Node::barrier_value`]): for a barrier layer's
-    /// diagnostics (which members have arrived), not its outcome.
-    pub fn barrier_arrive_with(&self, name: BarrierName, value: u64) -> BarrierTicket {
-        let b = self.barrier_words();
-        // Acquire: as in `BarrierWords::arrive`, which reads the generation again (the same
-        // value: it cannot move before this rank arrives).
-        let parity = (b.generation.load(Ordering::Acquire) & 1) as usize;
-        if let Some(word) = self.peers[self.own]
-            .mapping
-            .words()
-            .get(layout::W_BARRIER_VALUE[parity])
-        {
-            // Relaxed: published by the arrival's AcqRel increment, which the completing
-            // bump releases to every member (see the barrier module).
-            word.store(value, Ordering::Relaxed);
-        }
-        b.arrive(self.members.len() as u32, name)
-    }
-
-    /// The name the arrivals at the completed barrier of `ticket` agreed on. Only meaningful
-    /// once [`Node::barrier_done`] said so, and until this rank arrives again.
-    pub fn barrier_name(&self, ticket: BarrierTicket) -> BarrierName {
-        self.barrier_words().name(ticket)
-    }
-
-    /// The value member `index` (its position in the sorted member list) brought to the
-    /// barrier of `ticket`, or, while that member has not arrived yet, to the barrier two
-    /// before (the slots alternate by generation parity); `None` for an index outside the
-    /// supernode. Exact once [`Node::barrier_done`] said so (until this rank arrives again);
-    /// before that a hint, which is why a barrier layer's values say which barrier they are
-    /// of.
-    pub fn barrier_value(&self, ticket: BarrierTicket, index: usize) -> Option<u64> {
-        let word = self
-            .peers
-            .get(index)?
-            .mapping
-            .words()
-            .get(layout::W_BARRIER_VALUE[BarrierWords::parity(ticket)])?;
-        // Relaxed: ordered by the Acquire load of the generation that saw completion.
-        Some(word.load(Ordering::Relaxed))
-    }
-
-    /// One step of waiting for the barrier of `ticket` that keeps the caller in control (it
-    /// has messages to poll between steps): within `policy.spin` of `since`, a spin hint (or a
-    /// yield of the CPU, on a crowded host); after it, a sleep on the barrier of at most
-    /// `nap`. Returns whether the barrier completed.
-    pub fn barrier_pause(&self, ticket: BarrierTicket, since: Instant, nap: Duration) -> bool {
-        let b = self.barrier_words();
-        if b.done(ticket) {
-            return true;
-        }
-        if since.elapsed() < self.wait.spin {
-            if self.wait.yield_cpu {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
-            return b.done(ticket);
-        }
-        b.sleep(ticket, nap)
-    }
-
-    /// Whether every member has arrived at the barrier of `ticket`.
-    pub fn barrier_done(&self, ticket: BarrierTicket) -> bool {
-        self.barrier_words().done(ticket)
-    }
-
-    /// Waits at most `timeout` (spinning, then sleeping) for the barrier of `ticket`; returns
-    /// whether it completed.
-    pub fn barrier_wait(&self, ticket: BarrierTicket, timeout: Duration) -> bool {
-        self.barrier_words().wait(ticket, self.wait, timeout)
     }
 }
 
@@ -638,6 +566,22 @@ fn write_header(own: &Mapping, config: &NodeConfig, layout: &Layout) {
     w[layout::W_SEGMENT_LEN].store(layout.segment_len as u64, Ordering::Relaxed);
     w[layout::W_QUEUE_CELLS].store(layout.queue_cells as u64, Ordering::Relaxed);
     w[layout::W_OBJECT_LEN].store(layout.object_len as u64, Ordering::Relaxed);
+    // Read from the leader's object only. The counter on a host with more ranks than CPUs
+    // (see `dissemination`), or with more members than the slots' rounds.
+    let fits =
+        crate::dissemination::rounds_for(config.members.len()) <= crate::dissemination::MAX_ROUNDS;
+    let disseminate = fits
+        && match config.barrier {
+            BarrierKind::Auto => !config.wait.yield_cpu,
+            BarrierKind::Counter => false,
+            BarrierKind::Dissemination => true,
+        };
+    let mode = if disseminate {
+        layout::BARRIER_DISSEMINATION
+    } else {
+        layout::BARRIER_COUNTER
+    };
+    w[layout::W_BARRIER_MODE].store(mode, Ordering::Relaxed);
     // Release: a peer that sees the magic sees the fields (the bootstrap barrier orders them
     // too; this keeps the header self-describing without relying on it).
     w[layout::W_MAGIC].store(layout::MAGIC, Ordering::Release);

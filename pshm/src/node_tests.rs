@@ -1,8 +1,10 @@
 //! In-process tests of setup and of the node API; "ranks" are threads whose bootstrap
 //! barrier is a `std::sync::Barrier`. Multi-process tests are in `tests/`.
 use super::*;
+use crate::barrier::BarrierName;
 use crate::message::Body;
 use crate::segment::{job_prefix, SHM_DIR};
+use std::sync::atomic::AtomicU64;
 use std::sync::Barrier;
 
 fn objects_of(job_key: u64) -> Vec<String> {
@@ -475,4 +477,195 @@ fn a_closed_receiver_refuses_senders_and_is_drained_once_it_took_what_came_befor
             assert_eq!(rx.requests.try_recv().unwrap().unwrap().args(), &[5]);
         }
     });
+}
+
+/// [`with_ranks`] with the node barrier of `kind` (the leader's choice counts).
+fn with_ranks_barrier<T: Send>(
+    n: u32,
+    kinds: impl Fn(u32) -> (BarrierKind, WaitPolicy) + Sync,
+    body: impl Fn(u32, Node) -> T + Sync,
+) -> Vec<T> {
+    let key: u64 = rand::random();
+    let barrier = Barrier::new(n as usize);
+    let out = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|rank| {
+                let (barrier, body, kinds) = (&barrier, &body, &kinds);
+                s.spawn(move || {
+                    let mut cfg = NodeConfig::new(key, rank, (0..n).collect(), 4096);
+                    (cfg.barrier, cfg.wait) = kinds(rank);
+                    let (node, _rx) = Node::attach(cfg, || {
+                        barrier.wait();
+                        Ok::<(), std::io::Error>(())
+                    })
+                    .unwrap();
+                    body(rank, node)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(objects_of(key), Vec::<String>::new());
+    out
+}
+
+/// What rank `rank` of `n` brings to barrier `i`, and what the barrier must agree on
+/// (`None`: a mismatch, whatever the name).
+fn barrier_case(i: u32, rank: u32, n: u32) -> (BarrierName, Option<Option<u32>>) {
+    let named = |name| BarrierName {
+        name: Some(name),
+        mismatch: false,
+    };
+    match i % 5 {
+        0 => (BarrierName::default(), Some(None)),
+        // One rank brings another name (with one rank, nobody differs).
+        1 if rank == i % n => (named(1000 + i), (n == 1).then_some(Some(1000 + i))),
+        1 => (named(i), None),
+        // Anonymous and named arrivals: the name.
+        2 if rank == 0 => (BarrierName::default(), Some((n > 1).then_some(i))),
+        2 => (named(i), Some(Some(i))),
+        // One rank flags a mismatch of its own.
+        3 if rank == i % n => (
+            BarrierName {
+                name: Some(i),
+                mismatch: true,
+            },
+            None,
+        ),
+        3 => (named(i), None),
+        _ => (named(i), Some(Some(i))),
+    }
+}
+
+#[test]
+fn both_node_barriers_agree_on_names_values_and_never_let_a_rank_pass_early() {
+    for kind in [BarrierKind::Counter, BarrierKind::Dissemination] {
+        for n in [1u32, 2, 3, 5, 8] {
+            let arrivals = AtomicU64::new(0);
+            with_ranks_barrier(
+                n,
+                |_| (kind, WaitPolicy::default()),
+                |rank, node| {
+                    assert_eq!(
+                        node.barrier_disseminates(),
+                        kind == BarrierKind::Dissemination
+                    );
+                    for i in 0..300u32 {
+                        let (name, want) = barrier_case(i, rank, n);
+                        arrivals.fetch_add(1, Ordering::SeqCst);
+                        let t = node.barrier_arrive_with(name, u64::from(i) << 8 | u64::from(rank));
+                        if i % 2 == 0 {
+                            assert!(node.barrier_wait(t, Duration::from_secs(60)));
+                        } else {
+                            while !node.barrier_done(t) {
+                                std::hint::spin_loop();
+                            }
+                        }
+                        assert!(
+                            arrivals.load(Ordering::SeqCst) >= u64::from((i + 1) * n),
+                            "{kind:?}, {n} ranks: rank {rank} passed barrier {i} early"
+                        );
+                        let got = node.barrier_name(t);
+                        match want {
+                            None => assert!(got.mismatch, "{kind:?} n={n} i={i}: {got:?}"),
+                            Some(name) => assert_eq!(
+                                got,
+                                BarrierName {
+                                    name,
+                                    mismatch: false
+                                },
+                                "{kind:?} n={n} i={i} rank {rank}"
+                            ),
+                        }
+                        for j in 0..n as usize {
+                            assert_eq!(
+                                node.barrier_value(t, j),
+                                Some(u64::from(i) << 8 | j as u64)
+                            );
+                        }
+                    }
+                },
+            );
+        }
+    }
+}
+
+#[test]
+fn a_late_rank_wakes_the_ranks_asleep_in_either_node_barrier() {
+    for kind in [BarrierKind::Counter, BarrierKind::Dissemination] {
+        let quick = WaitPolicy {
+            spin: Duration::from_micros(1),
+            yield_cpu: false,
+        };
+        with_ranks_barrier(
+            3,
+            |_| (kind, quick),
+            |rank, node| {
+                for i in 0..4u32 {
+                    if rank == i % 3 {
+                        // The others have long stopped spinning: they sleep on the barrier.
+                        std::thread::sleep(Duration::from_millis(30));
+                    }
+                    let t = node.barrier_arrive();
+                    assert!(
+                        node.barrier_wait(t, Duration::from_secs(60)),
+                        "{kind:?}: barrier {i} never completed for rank {rank}"
+                    );
+                }
+            },
+        );
+    }
+}
+
+#[test]
+fn the_leader_chooses_the_node_barrier_for_everyone() {
+    // Rank 0 asks for the counter, the others for dissemination: all run the counter.
+    let kinds = |rank: u32| {
+        let kind = if rank == 0 {
+            BarrierKind::Counter
+        } else {
+            BarrierKind::Dissemination
+        };
+        (kind, WaitPolicy::default())
+    };
+    let used = with_ranks_barrier(3, kinds, |_, node| {
+        let t = node.barrier_arrive();
+        assert!(node.barrier_wait(t, Duration::from_secs(60)));
+        node.barrier_disseminates()
+    });
+    assert_eq!(used, vec![false; 3]);
+    // `Auto`: dissemination, unless the host is crowded (waits yield the CPU).
+    let crowded = |_| {
+        (
+            BarrierKind::Auto,
+            WaitPolicy::crowded(Duration::from_micros(50)),
+        )
+    };
+    assert_eq!(
+        with_ranks_barrier(2, crowded, |_, n| n.barrier_disseminates()),
+        vec![false; 2]
+    );
+    let roomy = |_| (BarrierKind::Auto, WaitPolicy::default());
+    assert_eq!(
+        with_ranks_barrier(2, roomy, |_, n| n.barrier_disseminates()),
+        vec![true; 2]
+    );
+}
+
+#[test]
+fn barrier_kinds_parse_from_their_names() {
+    assert_eq!(BarrierKind::parse("auto"), Some(BarrierKind::Auto));
+    assert_eq!(BarrierKind::parse(" Counter "), Some(BarrierKind::Counter));
+    assert_eq!(
+        BarrierKind::parse("dissemination"),
+        Some(BarrierKind::Dissemination)
+    );
+    assert_eq!(BarrierKind::parse("tree"), None);
+    for k in [
+        BarrierKind::Auto,
+        BarrierKind::Counter,
+        BarrierKind::Dissemination,
+    ] {
+        assert_eq!(BarrierKind::parse(&k.to_string()), Some(k));
+    }
 }

@@ -1,0 +1,234 @@
+//! The node barrier as a dissemination barrier: in round `r` of a barrier, member `i` writes
+//! the barrier's number (its *epoch*) and the names it has merged so far into a slot of member
+//! `i + 2^r` (modulo the member count), then waits for its own slot of round `r`, which member
+//! `i - 2^r` writes. After `ceil(log2 n)` rounds every member has heard, directly or not, from
+//! every other, and holds the merge of every arrival's name.
+//!
+//! Each slot is a cache line of its receiver's header page that only one member ever writes,
+//! so a round costs one line transfer each way and no read-modify-write: two members on two
+//! cores complete a barrier in about half a flag ping-pong, where the shared counter
+//! ([`crate::barrier`]) needs every arrival's increment of one line in turn. The counter stays
+//! in use on a host with more ranks than CPUs, where a rank's rounds would each wait for the
+//! scheduler to run the rank before it.
+//!
+//! Slots come in two sets, by the parity of the epoch: a member's writer can be one barrier
+//! ahead of it (it finished barrier `k` and writes its first round of `k + 1`) but never two,
+//! since finishing `k + 1` needs this member's own writes of `k + 1`, which it makes only once
+//! it has read everything of `k`.
+//!
+//! Sleeping: a waiter sets its sleep word, re-reads the slot it waits on and sleeps on the
+//! slot's epoch word (futex); a writer stores the epoch, then reads the receiver's sleep word
+//! and wakes it if set (both `SeqCst`: one of the two sees the other's write).
+#![deny(unsafe_code)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::barrier::{BarrierName, BarrierTicket};
+use crate::layout;
+use crate::queue::{futex_wait, futex_wake};
+use crate::segment::{as_u32, Mapping};
+
+/// Rounds a dissemination barrier can have (members up to `2^DISS_MAX_ROUNDS`); the layout
+/// has one slot per round and parity.
+pub(crate) const MAX_ROUNDS: u32 = layout::DISS_MAX_ROUNDS as u32;
+
+/// The rounds a barrier of `members` members takes (`ceil(log2 members)`).
+pub(crate) fn rounds_for(members: usize) -> u32 {
+    members.max(1).next_power_of_two().trailing_zeros()
+}
+
+/// Where this member is in its current barrier.
+#[derive(Debug, Default)]
+struct Progress {
+    /// The barrier this member arrived at last (0: none yet).
+    epoch: u32,
+    /// Rounds of it completed (`rounds`: done).
+    round: u32,
+    /// Names merged so far (a [`BarrierName`] word).
+    acc: u64,
+    /// The outcome of the last completed barrier of each parity.
+    outcome: [u64; 2],
+}
+
+/// This member's side of the dissemination barrier.
+pub(crate) struct Dissemination {
+    /// Every member's mapping, by member index.
+    maps: Vec<Arc<Mapping>>,
+    /// This member's index.
+    own: usize,
+    rounds: u32,
+    progress: Mutex<Progress>,
+    /// The epoch and the rounds completed (`epoch << 32 | round`), as `progress` has them:
+    /// for [`Dissemination::done`] to find out without the lock that nothing has arrived.
+    seen: AtomicU64,
+}
+
+impl Dissemination {
+    /// The barrier of the members whose mappings are `maps` (by member index), as member
+    /// `own`; `None` if they are too many for the layout's slots.
+    pub(crate) fn new(maps: Vec<Arc<Mapping>>, own: usize) -> Option<Dissemination> {
+        let rounds = rounds_for(maps.len());
+        (rounds <= MAX_ROUNDS && own < maps.len()).then(|| Dissemination {
+            maps,
+            own,
+            rounds,
+            progress: Mutex::new(Progress::default()),
+            seen: AtomicU64::new(0),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Progress> {
+        // The state is plain numbers, consistent after every statement that a panic could
+        // interrupt; a poisoned lock is still usable.
+        self.progress.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The slot of `round` for barriers of `epoch`'s parity in member `member`'s page: its
+    /// epoch word (32-bit view only) and its name word.
+    fn slot(&self, member: usize, epoch: u32, round: u32) -> Option<(&AtomicU64, &AtomicU64)> {
+        let base = layout::diss_slot(epoch as usize & 1, round as usize);
+        let words = self.maps.get(member)?.words();
+        Some((words.get(base)?, words.get(base + 1)?))
+    }
+
+    /// Writes this member's round `round` of `epoch` into its partner's slot, and wakes the
+    /// partner if it sleeps.
+    fn send(&self, epoch: u32, round: u32, acc: u64) {
+        let n = self.maps.len();
+        let to = (self.own + (1usize << round)) % n;
+        let Some((tag, name)) = self.slot(to, epoch, round) else {
+            return;
+        };
+        // Relaxed: published by the epoch's store below.
+        name.store(acc, Ordering::Relaxed);
+        // SeqCst: a release of the name (and of everything this member wrote before arriving)
+        // and Dekker with the receiver's sleep word (see the module docs).
+        as_u32(tag).store(epoch, Ordering::SeqCst);
+        let sleeping = self.maps[to]
+            .words()
+            .get(layout::W_DISS_SLEEP)
+            .is_some_and(|w| as_u32(w).load(Ordering::SeqCst) != 0);
+        if sleeping {
+            futex_wake(as_u32(tag), i32::MAX);
+        }
+    }
+
+    /// Arrives at the next barrier with `name`, and `value` (see `Node::barrier_arrive_with`)
+    /// stored first into this member's value word of the barrier's parity, so that a member
+    /// that sees this arrival sees the value.
+    pub(crate) fn arrive(&self, name: BarrierName, value: Option<u64>) -> BarrierTicket {
+        let mut p = self.lock();
+        p.epoch = p.epoch.wrapping_add(1);
+        if p.epoch == 0 {
+            // Slots start out zero: epoch 0 would look arrived.
+            p.epoch = 1;
+        }
+        p.round = 0;
+        p.acc = name.to_word();
+        if let Some(v) = value {
+            let slot = layout::W_BARRIER_VALUE[p.epoch as usize & 1];
+            if let Some(w) = self.maps[self.own].words().get(slot) {
+                // Relaxed: released by this arrival's first slot write.
+                w.store(v, Ordering::Relaxed);
+            }
+        }
+        let ticket = BarrierTicket::of(p.epoch);
+        if self.rounds == 0 {
+            let parity = p.epoch as usize & 1;
+            p.outcome[parity] = p.acc;
+            return ticket;
+        }
+        self.send(p.epoch, 0, p.acc);
+        self.advance(&mut p);
+        ticket
+    }
+
+    /// Takes in every round that has arrived, sending the next; returns whether the barrier
+    /// is complete.
+    fn advance(&self, p: &mut Progress) -> bool {
+        let done = self.take_rounds(p);
+        // Relaxed: a hint for `done`, which takes the lock before it acts on anything.
+        self.seen.store(
+            u64::from(p.epoch) << 32 | u64::from(p.round),
+            Ordering::Relaxed,
+        );
+        done
+    }
+
+    fn take_rounds(&self, p: &mut Progress) -> bool {
+        while p.round < self.rounds {
+            let Some((tag, name)) = self.slot(self.own, p.epoch, p.round) else {
+                return false;
+            };
+            // Acquire: pairs with the writer's SeqCst store (see `send`).
+            if as_u32(tag).load(Ordering::Acquire) != p.epoch {
+                return false;
+            }
+            p.acc = BarrierName::merge_words(p.acc, name.load(Ordering::Relaxed));
+            p.round += 1;
+            if p.round < self.rounds {
+                self.send(p.epoch, p.round, p.acc);
+            } else {
+                p.outcome[p.epoch as usize & 1] = p.acc;
+            }
+        }
+        true
+    }
+
+    /// Whether the barrier of `ticket` has completed (advancing it if it can).
+    pub(crate) fn done(&self, ticket: BarrierTicket) -> bool {
+        // A spinning waiter's look: without the lock, whether its slot has changed.
+        // Relaxed: see `advance`.
+        let seen = self.seen.load(Ordering::Relaxed);
+        let (epoch, round) = ((seen >> 32) as u32, seen as u32);
+        if epoch == ticket.epoch() && round < self.rounds {
+            let arrived = self
+                .slot(self.own, epoch, round)
+                // Relaxed: only a hint; `advance` re-reads it with Acquire.
+                .is_some_and(|(tag, _)| as_u32(tag).load(Ordering::Relaxed) == epoch);
+            if !arrived {
+                return false;
+            }
+        }
+        let mut p = self.lock();
+        if p.epoch != ticket.epoch() {
+            // An earlier barrier: this member arrived at a later one only after it completed.
+            return true;
+        }
+        self.advance(&mut p)
+    }
+
+    /// The names the arrivals at the completed barrier of `ticket` agreed on.
+    pub(crate) fn name(&self, ticket: BarrierTicket) -> BarrierName {
+        BarrierName::from_word(self.lock().outcome[ticket.epoch() as usize & 1])
+    }
+
+    /// Sleeps at most `timeout` for the slot the barrier of `ticket` waits on; returns
+    /// whether the barrier has completed.
+    pub(crate) fn sleep(&self, ticket: BarrierTicket, timeout: Duration) -> bool {
+        let (epoch, round) = {
+            let mut p = self.lock();
+            if p.epoch != ticket.epoch() || self.advance(&mut p) {
+                return true;
+            }
+            (p.epoch, p.round)
+        };
+        let Some((tag, _)) = self.slot(self.own, epoch, round) else {
+            return self.done(ticket);
+        };
+        let Some(sleep) = self.maps[self.own].words().get(layout::W_DISS_SLEEP) else {
+            return self.done(ticket);
+        };
+        // SeqCst: Dekker with the writer's epoch store and sleep-word load (see `send`).
+        as_u32(sleep).store(1, Ordering::SeqCst);
+        let seen = as_u32(tag).load(Ordering::SeqCst);
+        if seen != epoch {
+            futex_wait(as_u32(tag), seen, timeout);
+        }
+        // Relaxed: a stale 1 costs a writer one needless wake-up.
+        as_u32(sleep).store(0, Ordering::Relaxed);
+        self.done(ticket)
+    }
+}
