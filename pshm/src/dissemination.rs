@@ -21,7 +21,7 @@
 //! and wakes it if set (both `SeqCst`: one of the two sees the other's write).
 #![deny(unsafe_code)]
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -48,8 +48,9 @@ struct Progress {
     round: u32,
     /// Names merged so far (a [`BarrierName`] word).
     acc: u64,
-    /// The outcome of the last completed barrier of each parity.
-    outcome: [u64; 2],
+    /// The slot of the last send, until [`Dissemination::check_wake`] has asked whether its
+    /// receiver sleeps: member, epoch, round.
+    wake_check: Option<(usize, u32, u32)>,
 }
 
 /// This member's side of the dissemination barrier.
@@ -63,6 +64,11 @@ pub(crate) struct Dissemination {
     /// The epoch and the rounds completed (`epoch << 32 | round`), as `progress` has them:
     /// for [`Dissemination::done`] to find out without the lock that nothing has arrived.
     seen: AtomicU64,
+    /// `progress.wake_check` is set: the next `done` takes the lock to clear it.
+    wake_pending: AtomicBool,
+    /// The outcome of the last completed barrier of each parity (a [`BarrierName`] word),
+    /// readable without the lock.
+    outcome: [AtomicU64; 2],
 }
 
 impl Dissemination {
@@ -76,6 +82,8 @@ impl Dissemination {
             rounds,
             progress: Mutex::new(Progress::default()),
             seen: AtomicU64::new(0),
+            wake_pending: AtomicBool::new(false),
+            outcome: [AtomicU64::new(0), AtomicU64::new(0)],
         })
     }
 
@@ -93,26 +101,45 @@ impl Dissemination {
         Some((words.get(base)?, words.get(base + 1)?))
     }
 
-    /// Writes this member's round `round` of `epoch` into its partner's slot, and wakes the
-    /// partner if it sleeps.
-    fn send(&self, epoch: u32, round: u32, acc: u64) {
+    /// Writes this member's round `round` of `epoch` into its partner's slot. Whether the
+    /// partner sleeps is asked later ([`Dissemination::check_wake`], at this member's next
+    /// look at the barrier): a fence here would hold this member until the partner's line is
+    /// its own, instead of letting it go on (into its own wait) while the line travels.
+    fn send(&self, p: &mut Progress, round: u32) {
+        self.check_wake(p);
         let n = self.maps.len();
         let to = (self.own + (1usize << round)) % n;
-        let Some((tag, name)) = self.slot(to, epoch, round) else {
+        let Some((tag, name)) = self.slot(to, p.epoch, round) else {
             return;
         };
         // Relaxed: published by the epoch's store below.
-        name.store(acc, Ordering::Relaxed);
-        // SeqCst: a release of the name (and of everything this member wrote before arriving)
-        // and Dekker with the receiver's sleep word (see the module docs).
-        as_u32(tag).store(epoch, Ordering::SeqCst);
+        name.store(p.acc, Ordering::Relaxed);
+        // Release: of the name, and of everything this member wrote before arriving.
+        as_u32(tag).store(p.epoch, Ordering::Release);
+        p.wake_check = Some((to, p.epoch, round));
+        // Relaxed: a hint that sends `done` to the lock, which orders the rest.
+        self.wake_pending.store(true, Ordering::Relaxed);
+    }
+
+    /// The second half of [`Dissemination::send`]: wakes the partner of the last send if it
+    /// sleeps. The fence makes this Dekker with the sleeper (see the module docs): either the
+    /// sleeper's re-read of its slot saw the epoch, or this load sees its sleep word.
+    fn check_wake(&self, p: &mut Progress) {
+        let Some((to, epoch, round)) = p.wake_check.take() else {
+            return;
+        };
+        std::sync::atomic::fence(Ordering::SeqCst);
         let sleeping = self.maps[to]
             .words()
             .get(layout::W_DISS_SLEEP)
             .is_some_and(|w| as_u32(w).load(Ordering::SeqCst) != 0);
         if sleeping {
-            futex_wake(as_u32(tag), i32::MAX);
+            if let Some((tag, _)) = self.slot(to, epoch, round) {
+                futex_wake(as_u32(tag), i32::MAX);
+            }
         }
+        // Relaxed: see `send`.
+        self.wake_pending.store(false, Ordering::Relaxed);
     }
 
     /// Arrives at the next barrier with `name`, and `value` (see `Node::barrier_arrive_with`)
@@ -136,11 +163,10 @@ impl Dissemination {
         }
         let ticket = BarrierTicket::of(p.epoch);
         if self.rounds == 0 {
-            let parity = p.epoch as usize & 1;
-            p.outcome[parity] = p.acc;
+            self.finish(&p);
             return ticket;
         }
-        self.send(p.epoch, 0, p.acc);
+        self.send(&mut p, 0);
         self.advance(&mut p);
         ticket
     }
@@ -149,10 +175,16 @@ impl Dissemination {
     /// is complete.
     fn advance(&self, p: &mut Progress) -> bool {
         let done = self.take_rounds(p);
-        // Relaxed: a hint for `done`, which takes the lock before it acts on anything.
+        if done {
+            // The caller may not look at this barrier again before its next: the receiver
+            // of the last round must not sleep on until then.
+            self.check_wake(p);
+        }
+        // Release: a thread that sees the barrier complete through `seen` (Acquire, in
+        // `done`) sees what the rounds' Acquire loads made visible.
         self.seen.store(
             u64::from(p.epoch) << 32 | u64::from(p.round),
-            Ordering::Relaxed,
+            Ordering::Release,
         );
         done
     }
@@ -169,21 +201,33 @@ impl Dissemination {
             p.acc = BarrierName::merge_words(p.acc, name.load(Ordering::Relaxed));
             p.round += 1;
             if p.round < self.rounds {
-                self.send(p.epoch, p.round, p.acc);
+                self.send(p, p.round);
             } else {
-                p.outcome[p.epoch as usize & 1] = p.acc;
+                self.finish(p);
             }
         }
         true
     }
 
+    /// Records the outcome of the barrier `p` completed.
+    fn finish(&self, p: &Progress) {
+        // Relaxed: read by this member's own threads after they saw completion under the lock
+        // or through `seen`, whose order the lock gives.
+        self.outcome[p.epoch as usize & 1].store(p.acc, Ordering::Relaxed);
+    }
+
     /// Whether the barrier of `ticket` has completed (advancing it if it can).
     pub(crate) fn done(&self, ticket: BarrierTicket) -> bool {
-        // A spinning waiter's look: without the lock, whether its slot has changed.
-        // Relaxed: see `advance`.
-        let seen = self.seen.load(Ordering::Relaxed);
+        // Without the lock: whether the barrier is known complete, or its slot unchanged.
+        // Acquire: see `advance`.
+        let seen = self.seen.load(Ordering::Acquire);
         let (epoch, round) = ((seen >> 32) as u32, seen as u32);
-        if epoch == ticket.epoch() && round < self.rounds {
+        // Relaxed: see `send`.
+        let quiet = !self.wake_pending.load(Ordering::Relaxed);
+        if quiet && epoch == ticket.epoch() && round >= self.rounds {
+            return true;
+        }
+        if quiet && epoch == ticket.epoch() {
             let arrived = self
                 .slot(self.own, epoch, round)
                 // Relaxed: only a hint; `advance` re-reads it with Acquire.
@@ -193,6 +237,7 @@ impl Dissemination {
             }
         }
         let mut p = self.lock();
+        self.check_wake(&mut p);
         if p.epoch != ticket.epoch() {
             // An earlier barrier: this member arrived at a later one only after it completed.
             return true;
@@ -202,7 +247,8 @@ impl Dissemination {
 
     /// The names the arrivals at the completed barrier of `ticket` agreed on.
     pub(crate) fn name(&self, ticket: BarrierTicket) -> BarrierName {
-        BarrierName::from_word(self.lock().outcome[ticket.epoch() as usize & 1])
+        // Relaxed: see `finish`.
+        BarrierName::from_word(self.outcome[ticket.epoch() as usize & 1].load(Ordering::Relaxed))
     }
 
     /// Sleeps at most `timeout` for the slot the barrier of `ticket` waits on; returns
@@ -210,6 +256,7 @@ impl Dissemination {
     pub(crate) fn sleep(&self, ticket: BarrierTicket, timeout: Duration) -> bool {
         let (epoch, round) = {
             let mut p = self.lock();
+            self.check_wake(&mut p);
             if p.epoch != ticket.epoch() || self.advance(&mut p) {
                 return true;
             }
