@@ -10,10 +10,9 @@
 #![deny(unsafe_code)]
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::queue::{futex_wait, futex_wake};
-use crate::wait::{spin_until, WaitPolicy};
 
 /// The shared words of a barrier.
 #[derive(Clone, Copy)]
@@ -168,35 +167,28 @@ impl BarrierWords<'_> {
         // Acquire: completion makes every member's writes before its arrival visible.
         self.generation.load(Ordering::Acquire) != ticket.generation
     }
-
-    /// Waits (spin, then futex) at most `timeout` for the barrier of `ticket`; returns
-    /// whether it completed.
-    pub(crate) fn wait(
-        &self,
-        ticket: BarrierTicket,
-        policy: WaitPolicy,
-        timeout: Duration,
-    ) -> bool {
-        let deadline = Instant::now() + timeout;
-        if spin_until(policy, || self.done(ticket)) {
-            return true;
-        }
-        loop {
-            let now = Instant::now();
-            if now >= deadline {
-                return self.done(ticket);
-            }
-            if self.sleep(ticket, deadline - now) {
-                return true;
-            }
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wait::{spin_then_sleep, WaitPolicy};
     use std::sync::Arc;
+
+    /// Waits (spin, then futex) at most `timeout` for the barrier of `ticket`.
+    fn wait(
+        b: BarrierWords<'_>,
+        ticket: BarrierTicket,
+        policy: WaitPolicy,
+        timeout: Duration,
+    ) -> bool {
+        spin_then_sleep(
+            policy,
+            timeout,
+            || b.done(ticket),
+            |nap| b.sleep(ticket, nap),
+        )
+    }
 
     #[derive(Default)]
     struct Words([AtomicU32; 3], [AtomicU64; 2]);
@@ -327,7 +319,7 @@ mod tests {
         let t0 = w.b().arrive(3, ANON);
         let t1 = w.b().arrive(3, ANON);
         assert!(!w.b().done(t0) && !w.b().done(t1));
-        assert!(!w.b().wait(t0, WaitPolicy::default(), Duration::ZERO));
+        assert!(!wait(w.b(), t0, WaitPolicy::default(), Duration::ZERO));
         let t2 = w.b().arrive(3, ANON);
         assert!(w.b().done(t0) && w.b().done(t1) && w.b().done(t2));
     }
@@ -344,7 +336,8 @@ mod tests {
                     for round in 0..rounds {
                         counter.fetch_add(1, Ordering::Relaxed);
                         let t = w.b().arrive(threads as u32, ANON);
-                        assert!(w.b().wait(
+                        assert!(wait(
+                            w.b(),
                             t,
                             WaitPolicy {
                                 spin: Duration::ZERO,
@@ -355,9 +348,12 @@ mod tests {
                         // Everyone incremented for this round before anyone passed.
                         assert!(counter.load(Ordering::Relaxed) >= (round + 1) * threads);
                         let t = w.b().arrive(threads as u32, ANON);
-                        assert!(w
-                            .b()
-                            .wait(t, WaitPolicy::default(), Duration::from_secs(60)));
+                        assert!(wait(
+                            w.b(),
+                            t,
+                            WaitPolicy::default(),
+                            Duration::from_secs(60)
+                        ));
                     }
                 })
             })

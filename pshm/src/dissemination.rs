@@ -17,8 +17,11 @@
 //! it has read everything of `k`.
 //!
 //! Sleeping: a waiter sets its sleep word, re-reads the slot it waits on and sleeps on the
-//! slot's epoch word (futex); a writer stores the epoch, then reads the receiver's sleep word
-//! and wakes it if set (both `SeqCst`: one of the two sees the other's write).
+//! slot's epoch word (futex); a writer stores the epoch and, at its next look at the barrier
+//! (at the latest when the barrier completes for it), fences and reads the receiver's sleep
+//! word, waking it if set. Both sides are `SeqCst` around their store and load (Dekker): one of
+//! the two sees the other's write. Deferring the writer's half lets it go on while the
+//! receiver's line travels to it instead of stalling on the fence.
 #![deny(unsafe_code)]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

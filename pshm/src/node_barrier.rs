@@ -195,22 +195,12 @@ impl Node {
     /// Waits at most `timeout` (spinning, then sleeping) for the barrier of `ticket`; returns
     /// whether it completed.
     pub fn barrier_wait(&self, ticket: BarrierTicket, timeout: Duration) -> bool {
-        if self.dissemination.is_none() {
-            return self.barrier_words().wait(ticket, self.wait, timeout);
-        }
-        let deadline = Instant::now() + timeout;
-        if wait::spin_until(self.wait, || self.barrier_done(ticket)) {
-            return true;
-        }
-        loop {
-            let now = Instant::now();
-            if now >= deadline {
-                return self.barrier_done(ticket);
-            }
-            if self.barrier_sleep(ticket, deadline - now) {
-                return true;
-            }
-        }
+        wait::spin_then_sleep(
+            self.wait,
+            timeout,
+            || self.barrier_done(ticket),
+            |nap| self.barrier_sleep(ticket, nap),
+        )
     }
 
     /// Whether the node barrier is the dissemination barrier (not the shared counter).

@@ -28,14 +28,24 @@ fn with_ranks<T: Send>(
     seg: usize,
     body: impl Fn(u32, Node, Receiver, &Barrier) -> T + Sync,
 ) -> Vec<T> {
+    with_ranks_config(n, |_, cfg| cfg.segment_len = seg, body)
+}
+
+/// [`with_ranks`], each rank's configuration set by `configure(rank, config)`.
+fn with_ranks_config<T: Send>(
+    n: u32,
+    configure: impl Fn(u32, &mut NodeConfig) + Sync,
+    body: impl Fn(u32, Node, Receiver, &Barrier) -> T + Sync,
+) -> Vec<T> {
     let key: u64 = rand::random();
     let barrier = Barrier::new(n as usize);
     let out = std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)
             .map(|rank| {
-                let (barrier, body) = (&barrier, &body);
+                let (barrier, body, configure) = (&barrier, &body, &configure);
                 s.spawn(move || {
-                    let cfg = NodeConfig::new(key, rank, (0..n).collect(), seg);
+                    let mut cfg = NodeConfig::new(key, rank, (0..n).collect(), 0);
+                    configure(rank, &mut cfg);
                     let (node, rx) = Node::attach(cfg, || {
                         barrier.wait();
                         Ok::<(), std::io::Error>(())
@@ -479,34 +489,21 @@ fn a_closed_receiver_refuses_senders_and_is_drained_once_it_took_what_came_befor
     });
 }
 
-/// [`with_ranks`] with the node barrier of `kind` (the leader's choice counts).
+/// [`with_ranks`] with the node barrier and wait policy `kinds(rank)` (the leader's choice
+/// of barrier counts).
 fn with_ranks_barrier<T: Send>(
     n: u32,
     kinds: impl Fn(u32) -> (BarrierKind, WaitPolicy) + Sync,
     body: impl Fn(u32, Node) -> T + Sync,
 ) -> Vec<T> {
-    let key: u64 = rand::random();
-    let barrier = Barrier::new(n as usize);
-    let out = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..n)
-            .map(|rank| {
-                let (barrier, body, kinds) = (&barrier, &body, &kinds);
-                s.spawn(move || {
-                    let mut cfg = NodeConfig::new(key, rank, (0..n).collect(), 4096);
-                    (cfg.barrier, cfg.wait) = kinds(rank);
-                    let (node, _rx) = Node::attach(cfg, || {
-                        barrier.wait();
-                        Ok::<(), std::io::Error>(())
-                    })
-                    .unwrap();
-                    body(rank, node)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    assert_eq!(objects_of(key), Vec::<String>::new());
-    out
+    with_ranks_config(
+        n,
+        |rank, cfg| {
+            cfg.segment_len = 4096;
+            (cfg.barrier, cfg.wait) = kinds(rank);
+        },
+        |rank, node, _rx, _barrier| body(rank, node),
+    )
 }
 
 /// What rank `rank` of `n` brings to barrier `i`, and what the barrier must agree on

@@ -62,6 +62,30 @@ impl WaitPolicy {
     }
 }
 
+/// Waits at most `timeout` for `done()`: spins ([`spin_until`]), then sleeps in naps that end
+/// at the deadline (`sleep(nap)` says whether it is done after its nap). Returns whether
+/// `done()`.
+pub(crate) fn spin_then_sleep(
+    policy: WaitPolicy,
+    timeout: Duration,
+    done: impl Fn() -> bool,
+    sleep: impl Fn(Duration) -> bool,
+) -> bool {
+    let deadline = Instant::now() + timeout;
+    if spin_until(policy, &done) {
+        return true;
+    }
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return done();
+        }
+        if sleep(deadline - now) {
+            return true;
+        }
+    }
+}
+
 /// Spins until `ready()` or until `policy.spin` has passed; returns whether `ready()`.
 /// The clock is read once per 64 checks (a vDSO call, not a syscall); with
 /// [`WaitPolicy::yield_cpu`], once per check, after which the CPU is yielded.
