@@ -6,7 +6,7 @@
 //! make progress. A target must keep polling for the engine to answer puts and gets, so
 //! every test ends in the extended API's barrier, which polls while it waits.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rgasnet::Client;
 use rgasnet_extended::{ExtError, Extended};
@@ -42,6 +42,34 @@ pub fn op<T>(what: impl Fn() -> String, r: Result<T, ExtError>) -> Result<T, Xbe
         what: what(),
         source,
     })
+}
+
+/// Times `iters` calls of `f` as one loop (GASNet's figure: no per-operation clock reads, two
+/// of which would double a shared-memory put's cost and add a tenth to a shared-memory
+/// barrier). With `per_op`, a second loop times each operation for the median that the
+/// network targets use. Returns the loop's total and the per-operation times (empty without
+/// `per_op`).
+pub fn timed(
+    iters: u64,
+    per_op: bool,
+    what: impl Fn() -> String,
+    mut f: impl FnMut() -> Result<(), ExtError>,
+) -> Result<(Duration, Vec<Duration>), XbenchError> {
+    let start = Instant::now();
+    for _ in 0..iters {
+        op(&what, f())?;
+    }
+    let total = start.elapsed();
+    let mut times = Vec::new();
+    if per_op {
+        times.reserve(iters as usize);
+        for _ in 0..iters {
+            let t = Instant::now();
+            op(&what, f())?;
+            times.push(t.elapsed());
+        }
+    }
+    Ok((total, times))
 }
 
 /// The shared state of one benchmark run.

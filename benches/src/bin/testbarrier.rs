@@ -5,7 +5,6 @@
 //! the named barrier's median latency against the raw 8-byte UDP round trip.
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -13,7 +12,7 @@ use rgasnet_bench::opts::CommonOpts;
 use rgasnet_bench::raw::{target_line, Goal};
 use rgasnet_bench::record::{Kind, Record, Unit};
 use rgasnet_bench::stats::median_duration;
-use rgasnet_bench::xbench::{op, Xbench};
+use rgasnet_bench::xbench::{op, timed, Xbench};
 use rgasnet_extended::BarrierFlags;
 
 /// Barrier latency ratio the issue asks for (2 ranks, against the raw UDP round trip).
@@ -49,22 +48,20 @@ fn run() -> Result<()> {
                 x.ext.barrier_wait(i as u32, flags),
             )?;
         }
-        let mut times: Vec<Duration> = Vec::with_capacity(o.iters as usize);
-        let start = Instant::now();
-        for i in 0..o.iters {
-            let t = Instant::now();
-            let id = i as u32;
-            op(
-                || format!("barrier_notify({id})"),
-                x.ext.barrier_notify(id, flags),
-            )?;
-            op(
-                || format!("barrier_wait({id})"),
-                x.ext.barrier_wait(id, flags),
-            )?;
-            times.push(t.elapsed());
-        }
-        let total = start.elapsed();
+        // The per-operation times (a second loop) for the median of the target line. Every
+        // rank must run the same barriers: decided from the options alone.
+        let per_op = named && !o.no_baseline;
+        let id = std::cell::Cell::new(0u32);
+        let (total, times) = timed(
+            o.iters,
+            per_op,
+            || format!("barrier_notify/barrier_wait({})", id.get()),
+            || {
+                id.set(id.get().wrapping_add(1));
+                x.ext.barrier_notify(id.get(), flags)?;
+                x.ext.barrier_wait(id.get(), flags)
+            },
+        )?;
         let total_us = total.as_secs_f64() * 1e6;
         x.out.record(&Record {
             kind: Kind::Barrier,

@@ -14,8 +14,7 @@ use rgasnet_bench::opts::CommonOpts;
 use rgasnet_bench::raw::{target_line, Goal};
 use rgasnet_bench::record::Kind;
 use rgasnet_bench::stats::{iters_for, median_duration, quantiles, size_sweep};
-use rgasnet_bench::xbench::{op, Xbench};
-use rgasnet_extended::ExtError;
+use rgasnet_bench::xbench::{op, timed, Xbench};
 
 /// Largest size by default (GASNet's testsmall stops at small messages).
 const MAX_SMALL: usize = 64 << 10;
@@ -188,33 +187,6 @@ fn run() -> Result<()> {
     }
     x.barrier().context("closing barrier")?;
     Ok(())
-}
-
-/// Times `iters` calls of `f` as one loop (GASNet's figure: no per-operation clock reads, two
-/// of which would double a shared-memory put's cost). With `per_op`, a second loop times each
-/// operation for the median that the network targets use. Returns the loop's total and the
-/// per-operation times (empty without `per_op`).
-fn timed(
-    iters: u64,
-    per_op: bool,
-    what: impl Fn() -> String,
-    mut f: impl FnMut() -> Result<(), ExtError>,
-) -> Result<(Duration, Vec<Duration>)> {
-    let start = Instant::now();
-    for _ in 0..iters {
-        op(&what, f())?;
-    }
-    let total = start.elapsed();
-    let mut times = Vec::new();
-    if per_op {
-        times.reserve(iters as usize);
-        for _ in 0..iters {
-            let t = Instant::now();
-            op(&what, f())?;
-            times.push(t.elapsed());
-        }
-    }
-    Ok((total, times))
 }
 
 fn main() -> ExitCode {
