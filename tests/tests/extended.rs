@@ -191,6 +191,49 @@ fn a_barrier_that_waits_long_says_for_whom() {
 }
 
 #[test]
+fn barriers_over_either_shared_memory_node_barrier() {
+    // `auto` picks the counter on a host with more ranks than CPUs (CI's machines have two):
+    // both kinds, forced, on one memory node of 3 and 4 processes.
+    for kind in ["dissemination", "counter"] {
+        for ranks in [3u32, 4] {
+            let out = run_job(
+                ranks,
+                Path::new(PROG),
+                &["barrier"],
+                &[("RGASNET_PSHM_BARRIER", kind)],
+                Duration::from_secs(240),
+            );
+            out.assert_success();
+            assert_eq!(
+                out.stdout.matches(": barrier ok").count(),
+                ranks as usize,
+                "{kind} barrier on {ranks} ranks:\n{}\n{}",
+                out.stdout,
+                out.stderr
+            );
+        }
+    }
+}
+
+#[test]
+fn a_bad_node_barrier_kind_is_a_start_up_error_naming_the_variable() {
+    let out = run_job(
+        2,
+        Path::new(PROG),
+        &["barrier"],
+        &[("RGASNET_PSHM_BARRIER", "tree")],
+        Duration::from_secs(60),
+    );
+    assert!(!out.status.success(), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("RGASNET_PSHM_BARRIER")
+            && out.stderr.contains("`auto`, `counter` or `dissemination`"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn barriers_three_ranks() {
     check(3, "barrier", ": barrier ok");
 }
