@@ -1,8 +1,9 @@
 //! The node barrier as a barrier of the whole job: when every rank shares this rank's memory
-//! node, one shared counter (`rgasnet-pshm`'s node barrier) replaces the rounds of messages of
-//! a dissemination barrier. Each arrival merges its barrier name into one shared word (the
-//! outcome every rank reads once the barrier completes) and leaves a value of its own (which
-//! barrier it arrived at) for diagnostics.
+//! node, `rgasnet-pshm`'s node barrier (cache lines written in shared memory: a dissemination
+//! barrier, or one shared counter on a crowded host, `RGASNET_PSHM_BARRIER`) replaces the
+//! rounds of messages of the network's dissemination barrier. The arrivals' barrier names are
+//! merged on the way (the outcome every rank reads once the barrier completes), and each
+//! arrival leaves a value of its own (which barrier it arrived at) for diagnostics.
 //! On a host with more ranks than CPUs the waiters yield the CPU to the ranks still to arrive
 //! (see [`crate::config::WaitPoll`]).
 

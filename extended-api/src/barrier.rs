@@ -261,7 +261,7 @@ impl Barrier {
         }
         ph.epoch = ph.epoch.wrapping_add(1);
         let acc = Value::new(id, flags);
-        // Every rank of the job on this memory node: one shared counter, the values with it.
+        // Every rank of the job on this memory node: the node barrier, the values with it.
         let node = if self.rounds == 0 {
             None
         } else {
