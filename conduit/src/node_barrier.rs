@@ -70,4 +70,13 @@ impl Client {
         // The node's members are the job's ranks, sorted: `rank` is its own index.
         self.job_node()?.node.barrier_value(ticket.0, rank as usize)
     }
+
+    /// Whether `rank` has done its part of the barrier of `ticket` (see
+    /// `rgasnet_pshm::Node::barrier_member_finished`): `None` when its arrival is its whole
+    /// part (the shared counter), which [`Client::node_barrier_value`] tells.
+    pub fn node_barrier_finished(&self, ticket: NodeBarrierTicket, rank: u32) -> Option<bool> {
+        self.job_node()?
+            .node
+            .barrier_member_finished(ticket.0, rank as usize)
+    }
 }

@@ -349,13 +349,17 @@ impl Barrier {
         core.client.node_barrier_value(ticket, rank) == Some(u64::from(epoch))
     }
 
-    /// A rank that ended its program without arriving at the node barrier of `ticket`: it
+    /// A rank that ended its program without doing its part of the node barrier of `ticket`
+    /// (arriving; with the dissemination barrier, also forwarding in its later rounds): it
     /// never will (what it wrote before it ended is visible once its end is).
     fn node_absent(&self, core: &Core, epoch: u32, ticket: NodeBarrierTicket) -> Option<u32> {
         (0..self.size).find(|&r| {
             r != self.rank
                 && core.client.has_ended(r)
-                && !Self::node_arrived(core, ticket, epoch, r)
+                && !core
+                    .client
+                    .node_barrier_finished(ticket, r)
+                    .unwrap_or_else(|| Self::node_arrived(core, ticket, epoch, r))
         })
     }
 

@@ -113,9 +113,10 @@ pub enum ExtError {
         /// The call.
         call: &'static str,
     },
-    /// The rank this barrier waits for ended its program without reaching the barrier (its
-    /// end told this rank so): the barrier can never complete.
-    #[error("{call}: rank {rank} ended its program without reaching barrier {epoch}; every rank must call the same barriers")]
+    /// The rank this barrier waits for ended its program without doing its part of the
+    /// barrier (reaching it; in the shared-memory dissemination barrier, also completing it)
+    /// (its end told this rank so): the barrier can never complete.
+    #[error("{call}: rank {rank} ended its program without completing barrier {epoch}; every rank must call and wait for the same barriers")]
     BarrierPeerLeft {
         /// The call.
         call: &'static str,

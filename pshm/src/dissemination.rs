@@ -217,6 +217,20 @@ impl Dissemination {
         // Relaxed: read by this member's own threads after they saw completion under the lock
         // or through `seen`, whose order the lock gives.
         self.outcome[p.epoch as usize & 1].store(p.acc, Ordering::Relaxed);
+        if let Some(w) = self.maps[self.own].words().get(layout::W_DISS_DONE) {
+            // Release: a member that reads it (see `finished`) after this one's end knows
+            // its sends of the barrier were made.
+            as_u32(w).store(p.epoch, Ordering::Release);
+        }
+    }
+
+    /// Whether member `index` has completed the barrier of `ticket` (or a later one): it has
+    /// made every send of it. `None` for an index outside the supernode.
+    pub(crate) fn finished(&self, ticket: BarrierTicket, index: usize) -> Option<bool> {
+        let w = self.maps.get(index)?.words().get(layout::W_DISS_DONE)?;
+        // Acquire: see `finish`. Epochs only grow; the wrapping difference orders them.
+        let done = as_u32(w).load(Ordering::Acquire);
+        Some(done.wrapping_sub(ticket.epoch()) as i32 >= 0 && done != 0)
     }
 
     /// Whether the barrier of `ticket` has completed (advancing it if it can).

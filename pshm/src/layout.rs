@@ -65,6 +65,9 @@ pub(crate) const W_LEFT: usize = 72;
 pub(crate) const W_BARRIER_VALUE: [usize; 2] = [80, 88];
 /// Non-zero while this rank sleeps on a dissemination slot (32-bit view only).
 pub(crate) const W_DISS_SLEEP: usize = 96;
+/// The last dissemination barrier this rank completed (its epoch; 32-bit view only): a
+/// rank that ended its program after completing a barrier has done its part of it.
+pub(crate) const W_DISS_DONE: usize = 104;
 /// Rounds of the dissemination barrier the header has slots for.
 pub(crate) const DISS_MAX_ROUNDS: usize = 8;
 /// First word of the dissemination slots: one line per parity and round, the line's first
@@ -172,6 +175,7 @@ mod tests {
         ];
         let mut hot = hot.to_vec();
         hot.push(W_DISS_SLEEP);
+        hot.push(W_DISS_DONE);
         hot.extend((0..2).flat_map(|p| (0..DISS_MAX_ROUNDS).map(move |r| diss_slot(p, r))));
         let mut lines: Vec<usize> = hot.iter().map(|w| w / 8).collect();
         lines.push(W_MAGIC / 8);

@@ -151,6 +151,15 @@ impl Node {
         Some(word.load(Ordering::Relaxed))
     }
 
+    /// Whether member `index` has done its part of the barrier of `ticket`, so that its end
+    /// cannot keep the barrier from completing: with the counter, it arrived (its arrival is
+    /// all it does, see [`Node::barrier_value`]); with dissemination, it completed the
+    /// barrier (it forwards others' arrivals in its later rounds). `None` for an index outside
+    /// the supernode, or, with the counter, when only the caller's values can tell.
+    pub fn barrier_member_finished(&self, ticket: BarrierTicket, index: usize) -> Option<bool> {
+        self.dissemination.as_ref()?.finished(ticket, index)
+    }
+
     /// One step of waiting for the barrier of `ticket` that keeps the caller in control (it
     /// has messages to poll between steps): while `waiting` is young, a spin hint (or a yield
     /// of the CPU, on a crowded host); once it has lasted the policy's spin, a sleep on the

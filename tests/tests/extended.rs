@@ -142,7 +142,7 @@ fn a_barrier_whose_peer_ended_its_program_fails_naming_it() {
         out.contains("rank 0: barrier-left ok after")
             && ["barrier_wait", "barrier_notify"].iter().any(|call| {
                 out.contains(&format!(
-                    "{call}: rank 1 ended its program without reaching barrier 2; every rank must call the same barriers"
+                    "{call}: rank 1 ended its program without completing barrier 2; every rank must call and wait for the same barriers"
                 ))
             })
     });
@@ -212,6 +212,30 @@ fn barriers_over_either_shared_memory_node_barrier() {
                 out.stderr
             );
         }
+    }
+}
+
+#[test]
+fn a_rank_that_notifies_and_ends_its_program_does_not_hang_either_node_barrier() {
+    // Rank 1 of 4 notifies a barrier and exits without waiting: the others' barrier must
+    // complete or fail naming rank 1 (dissemination: rank 1 had forwarding still to do), within
+    // the job's bound.
+    for kind in ["dissemination", "counter"] {
+        let out = run_job(
+            4,
+            Path::new(PROG),
+            &["barrier-notify-left"],
+            &[("RGASNET_PSHM_BARRIER", kind)],
+            Duration::from_secs(120),
+        );
+        out.assert_success();
+        assert_eq!(
+            out.stdout.matches("barrier-notify-left ok").count(),
+            3,
+            "{kind}:\n{}\n{}",
+            out.stdout,
+            out.stderr
+        );
     }
 }
 

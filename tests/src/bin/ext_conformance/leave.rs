@@ -100,6 +100,42 @@ pub(crate) fn barrier_left(ext: &Extended) -> ExitCode {
     }
 }
 
+/// Mode `barrier-notify-left`: rank 1 notifies the next barrier and ends its program without
+/// waiting for it (an erroneous program). The others' barrier must end, not hang: complete
+/// (rank 1 did all its part before it ended: with the shared counter its arrival is all of it)
+/// or fail naming rank 1 (with the dissemination barrier rank 1 also forwards the others'
+/// arrivals in its later rounds).
+pub(crate) fn barrier_notify_left(ext: &Extended) -> ExitCode {
+    let me = ext.rank();
+    if let Err(e) = ext.barrier() {
+        eprintln!("ext_conformance: rank {me}: barrier-notify-left: first barrier: {e}");
+        return ExitCode::from(1);
+    }
+    if me == 1 {
+        if let Err(e) = ext.barrier_notify(0, rgasnet_extended::BarrierFlags::ANONYMOUS) {
+            eprintln!("ext_conformance: rank 1: barrier-notify-left: notify: {e}");
+            return ExitCode::from(1);
+        }
+        println!("rank 1: barrier-notify-left: leaving after notify");
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        std::process::exit(0);
+    }
+    match ext.barrier() {
+        Ok(()) => {
+            println!("rank {me}: barrier-notify-left ok: completed");
+            ExitCode::SUCCESS
+        }
+        Err(e @ ExtError::BarrierPeerLeft { rank: 1, .. }) => {
+            println!("rank {me}: barrier-notify-left ok: {e}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("ext_conformance: rank {me}: barrier-notify-left FAILED: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 /// Mode `rma-left`: rank 1 ends its program after a barrier; every other rank keeps putting to
 /// and getting from an area of rank 1's segment of its own, checking each get returns what it
 /// put, until the calls fail with `ExtError::PeerLeft` naming rank 1 (nothing sent), as they
