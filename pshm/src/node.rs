@@ -268,11 +268,13 @@ impl Node {
         for (i, &r) in config.members.iter().enumerate() {
             index_of[r as usize] = i as u32;
         }
-        // The leader's choice, written before the first bootstrap barrier.
-        let dissemination = match peers
+        // The leader's choice, written before the first bootstrap barrier. Relaxed: the
+        // bootstrap barriers order it (as they order the header's other fields).
+        let mode = peers
             .first()
-            .map(|p| p.mapping.words()[layout::W_BARRIER_MODE].load(Ordering::Relaxed))
-        {
+            .and_then(|p| p.mapping.words().get(layout::W_BARRIER_MODE))
+            .map(|w| w.load(Ordering::Relaxed));
+        let dissemination = match mode {
             Some(layout::BARRIER_DISSEMINATION) => {
                 Dissemination::new(peers.iter().map(|p| Arc::clone(&p.mapping)).collect(), own)
             }
@@ -581,6 +583,7 @@ fn write_header(own: &Mapping, config: &NodeConfig, layout: &Layout) {
     } else {
         layout::BARRIER_COUNTER
     };
+    // Relaxed: released with the magic below, and ordered by the bootstrap barrier.
     w[layout::W_BARRIER_MODE].store(mode, Ordering::Relaxed);
     // Release: a peer that sees the magic sees the fields (the bootstrap barrier orders them
     // too; this keeps the header self-describing without relying on it).

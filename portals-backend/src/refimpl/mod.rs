@@ -113,11 +113,13 @@ pub fn probe(kinds: &[NiKind]) -> PtlResult<Vec<RefProbe>> {
     result
 }
 
-fn probe_ni(kind: NiKind) -> PtlResult<RefProbe> {
+/// Opens an NI of `kind` on the default interface with the library's default limits: its
+/// handle and the limits granted. The library must be initialized.
+fn open_ni(kind: NiKind) -> PtlResult<(ffi::ptl_handle_ni_t, ffi::ptl_ni_limits_t)> {
     let mut ni = ffi::ptl_handle_ni_t::default();
     let mut lim = ffi::ptl_ni_limits_t::default();
     // SAFETY: no desired limits (null), valid out-pointers for the actual limits and the
-    // handle; the library is initialized.
+    // handle; the callers hold the library initialized.
     check("PtlNIInit", unsafe {
         ffi::PtlNIInit(
             IFACE_DEFAULT,
@@ -128,6 +130,11 @@ fn probe_ni(kind: NiKind) -> PtlResult<RefProbe> {
             &mut ni,
         )
     })?;
+    Ok((ni, lim))
+}
+
+fn probe_ni(kind: NiKind) -> PtlResult<RefProbe> {
+    let (ni, lim) = open_ni(kind)?;
     let mut id = ffi::ptl_process_t::default();
     // SAFETY: `ni` was just opened; `id` is a valid out-pointer.
     let got = check("PtlGetPhysId", unsafe { ffi::PtlGetPhysId(ni, &mut id) });

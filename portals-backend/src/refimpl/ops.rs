@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use portals4_sys as ffi;
 
-use super::{check, limits_of, options, IFACE_DEFAULT, PID_ANY};
+use super::{check, limits_of, open_ni, PID_ANY};
 use crate::error::{PtlError, PtlResult};
 use crate::types::{
     AckReq, Addressing, CtEvent, Event, EventKind, ListKind, MatchBits, MdOptions, MeOptions,
@@ -390,20 +390,8 @@ impl<'lib> RefNi<'lib> {
     /// in the reference implementation). A logical NI needs its rank map
     /// ([`RefNi::set_map`]) before it communicates.
     pub fn init(lib: &'lib RefLibrary, kind: NiKind) -> PtlResult<RefNi<'lib>> {
-        let mut h = ffi::ptl_handle_ni_t::default();
-        let mut lim = ffi::ptl_ni_limits_t::default();
-        // SAFETY: no desired limits (null); valid out-pointers; the library is initialized
-        // (`lib` lives).
-        check("PtlNIInit", unsafe {
-            ffi::PtlNIInit(
-                IFACE_DEFAULT,
-                options(kind),
-                PID_ANY,
-                std::ptr::null(),
-                &mut lim,
-                &mut h,
-            )
-        })?;
+        // The library is initialized while `lib` lives.
+        let (h, lim) = open_ni(kind)?;
         let limits = limits_of(&lim);
         Ok(RefNi {
             _lib: lib,
