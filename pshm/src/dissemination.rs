@@ -20,8 +20,10 @@
 //! slot's epoch word (futex); a writer stores the epoch and, at its next look at the barrier
 //! (at the latest when the barrier completes for it), fences and reads the receiver's sleep
 //! word, waking it if set. Both sides are `SeqCst` around their store and load (Dekker): one of
-//! the two sees the other's write. Deferring the writer's half lets it go on while the
-//! receiver's line travels to it instead of stalling on the fence.
+//! the two sees the other's write. The writer's half is deferred so that the store is not
+//! followed at once by a fence of its own; the release of the progress lock after a send is a
+//! locked instruction too, though, and still waits for the receiver's line (a profile put
+//! most of `arrive`'s time there): an arrival without the lock is the next step.
 #![deny(unsafe_code)]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -106,8 +108,7 @@ impl Dissemination {
 
     /// Writes this member's round `round` of `epoch` into its partner's slot. Whether the
     /// partner sleeps is asked later ([`Dissemination::check_wake`], at this member's next
-    /// look at the barrier): a fence here would hold this member until the partner's line is
-    /// its own, instead of letting it go on (into its own wait) while the line travels.
+    /// look at the barrier), not with a fence right after the store (see the module docs).
     fn send(&self, p: &mut Progress, round: u32) {
         self.check_wake(p);
         let n = self.maps.len();
