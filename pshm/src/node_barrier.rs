@@ -14,7 +14,7 @@ use crate::wait;
 /// Which node barrier a supernode uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BarrierKind {
-    /// Dissemination, unless the host has more ranks than CPUs ([`WaitPolicy::yield_cpu`])
+    /// Dissemination, unless the host has more ranks than CPUs ([`crate::WaitPolicy::yield_cpu`])
     /// or the supernode more members than its slots serve (then the counter).
     #[default]
     Auto,
