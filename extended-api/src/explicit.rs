@@ -312,7 +312,7 @@ pub(crate) fn put_args(
         md,
         local_offset: local as u64,
         length: len as u64,
-        ack_req: AckReq::Ack,
+        ack_req: AckReq::ConfirmedAck,
         remote: remote(rank, offset),
         user_ptr: u64::from(user_ptr),
         hdr_data: 0,

@@ -91,6 +91,8 @@ fn side(i: u32) -> Result<Side> {
 /// driver does per step).
 fn carry(from: &mut Side, to: &mut Side, out: &mut Vec<u8>) {
     let now = Instant::now();
+    // A driver whose wait goes on releases the acks that initiators wait on.
+    from.stack.release_soon_acks(now);
     while let Some(_dest) = from.stack.poll_transmit(now, out) {
         to.stack.handle_datagram(now, from.stack.local(), out);
     }
@@ -98,6 +100,13 @@ fn carry(from: &mut Side, to: &mut Side, out: &mut Vec<u8>) {
 }
 
 fn main() -> Result<()> {
+    // `confirmed` as the second argument: the put asks for a confirmed acknowledgement
+    // (`AckReq::ConfirmedAck`: the transport's ack stands for the target's ACK message).
+    let ack_req = match std::env::args().nth(2).as_deref() {
+        None | Some("ack") => AckReq::Ack,
+        Some("confirmed") => AckReq::ConfirmedAck,
+        Some(other) => bail!("the second argument is `ack` or `confirmed`, not {other:?}"),
+    };
     let trips: u64 = match std::env::args().nth(1) {
         Some(a) => a
             .parse()
@@ -110,7 +119,7 @@ fn main() -> Result<()> {
         md: client.md,
         local_offset: 0,
         length: 8,
-        ack_req: AckReq::Ack,
+        ack_req,
         remote: RemoteAddr {
             target: ProcessId::Rank(1),
             pt_index: PT,
@@ -136,6 +145,6 @@ fn main() -> Result<()> {
         let _ = server.stack.engine.eq_get(server.eq)?;
     }
     let per = start.elapsed().as_nanos() as f64 / trips as f64;
-    println!("stack_rtt: {trips} put+ACK round trips of 8 bytes, {per:.0} ns each (both sides, no sockets)");
+    println!("stack_rtt: {trips} put+ACK round trips of 8 bytes ({ack_req:?}), {per:.0} ns each (both sides, no sockets)");
     Ok(())
 }

@@ -19,8 +19,9 @@ pub struct OutMessage {
     head: Vec<u8>,
     body: Option<RegionSpan>,
     /// What the transport does for the message besides delivering it, in one word (a message
-    /// is moved several times on its way, so it stays small): [`FENCED`], [`CONFIRMED`] and
-    /// the confirmation token in the low bits (see [`OutMessage::confirmed_as`]).
+    /// is moved several times on its way, so it stays small): [`FENCED`], [`CONFIRMED`],
+    /// [`AWAITED`] and the confirmation token in the low bits (see
+    /// [`OutMessage::confirmed_as`]).
     marks: u64,
 }
 
@@ -28,8 +29,11 @@ pub struct OutMessage {
 const FENCED: u64 = 1 << 63;
 /// [`OutMessage::marks`]: the message is to be confirmed with the token in the low bits.
 const CONFIRMED: u64 = 1 << 62;
+/// [`OutMessage::marks`]: the sender's program waits on the confirmation
+/// ([`OutMessage::awaited`]).
+const AWAITED: u64 = 1 << 61;
 /// [`OutMessage::marks`]: the token's bits.
-const TOKEN: u64 = CONFIRMED - 1;
+const TOKEN: u64 = AWAITED - 1;
 
 impl OutMessage {
     /// The message `head` followed by the bytes of `body`.
@@ -42,11 +46,25 @@ impl OutMessage {
     }
 
     /// Asks the transport to report the message's delivery with `token`
-    /// ([`crate::transport::TransportEvent::Confirmed`]). Tokens are below 2^62 (the engine's
+    /// ([`crate::transport::TransportEvent::Confirmed`]). Tokens are below 2^61 (the engine's
     /// are operation counts); higher bits are dropped.
     pub fn confirm_as(&mut self, token: u64) {
         debug_assert!(token <= TOKEN, "confirmation token {token:#x} too large");
-        self.marks = (self.marks & FENCED) | CONFIRMED | (token & TOKEN);
+        self.marks = (self.marks & (FENCED | AWAITED)) | CONFIRMED | (token & TOKEN);
+    }
+
+    /// Marks a confirmed message as one whose confirmation the sender's program waits on (a
+    /// put with a confirmed acknowledgement, [`crate::types::AckReq::ConfirmedAck`]): the
+    /// transport applies a bare ack that may cover it as it arrives instead of deferring it
+    /// past the next transmit (see the transport's `settle`), so that the wait ends on that
+    /// datagram.
+    pub fn mark_awaited(&mut self) {
+        self.marks |= AWAITED;
+    }
+
+    /// Whether the sender waits on this message's confirmation ([`OutMessage::mark_awaited`]).
+    pub fn is_awaited(&self) -> bool {
+        self.marks & (AWAITED | CONFIRMED) == AWAITED | CONFIRMED
     }
 
     /// [`OutMessage::confirm_as`], by value.

@@ -229,8 +229,8 @@ fn the_ack_a_sender_waits_on_leaves_when_the_target_goes_idle() {
     assert!(!b.stack.has_soon_acks());
     assert_eq!(deliver(&mut b, &mut a, t0), 1);
     assert_eq!(b.stack.transport.stats().standalone_acks, 1);
-    // The initiator applies acks off the round trip's path (its next timer round).
-    a.stack.handle_timeout(t0);
+    // The initiator applies an ack it waits on as it arrives (not at its next timer round,
+    // as acks that may wait are): the ACK event is there once the datagram was handled.
     assert_eq!(acks(&mut a), vec![(EventKind::Ack, NiFail::Ok, 8, 0)]);
 }
 
@@ -257,8 +257,33 @@ fn the_ack_a_sender_waits_on_still_rides_on_an_answer() {
     let stats = b.stack.transport.stats();
     assert_eq!((stats.standalone_acks, stats.piggybacked_acks), (0, 1));
     assert_eq!(a.sink.to_vec(0, 4).unwrap(), b"pong");
+    // An ack that came with data is applied off the round trip's path (the initiator's next
+    // transmit or timer round): the data is what a ping-pong waits for.
+    assert_eq!(acks(&mut a), vec![]);
     a.stack.handle_timeout(t0);
     assert_eq!(acks(&mut a), vec![(EventKind::Ack, NiFail::Ok, 4, 0)]);
+}
+
+#[test]
+fn an_ack_nobody_waits_on_is_applied_off_the_round_trip() {
+    let t0 = Instant::now();
+    let (mut a, mut b) = (side(0, t0), side(1, t0));
+    // A put whose ACK is a message of its own: the transport's ack of it may wait for the
+    // next timer round (its confirmation ends no wait).
+    put(&mut a, PLAIN_PT, 0, b"plain", AckReq::Ack, t0);
+    assert_eq!(deliver(&mut a, &mut b, t0), 1);
+    assert_eq!(deliver(&mut b, &mut a, t0), 1);
+    assert_eq!(acks(&mut a), vec![(EventKind::Ack, NiFail::Ok, 5, 0)]);
+    assert!(!a.stack.transport.all_acknowledged(), "the ack is deferred");
+    a.stack.handle_timeout(t0);
+    assert!(a.stack.transport.all_acknowledged());
+    // A confirmed ACK in the same state: its ack is applied as it arrives.
+    put(&mut a, PLAIN_PT, 8, b"waited", AckReq::ConfirmedAck, t0);
+    assert_eq!(deliver(&mut a, &mut b, t0), 1);
+    b.stack.release_soon_acks(t0);
+    assert_eq!(deliver(&mut b, &mut a, t0), 1);
+    assert!(a.stack.transport.all_acknowledged());
+    assert_eq!(acks(&mut a), vec![(EventKind::Ack, NiFail::Ok, 6, 8)]);
 }
 
 #[test]

@@ -401,6 +401,11 @@ impl Engine {
         .map_err(|e| PtlError::arg(call, e.to_string()))?;
         if confirmed {
             bytes.confirm_as(op_id);
+            if wire_ack == AckReq::ConfirmedAck {
+                // Its initiator waits on the confirmation (an ACK event or count), not only
+                // the resources it frees.
+                bytes.mark_awaited();
+            }
         }
         self.next_op_id += 1;
         self.outgoing.push_back((peer, bytes));

@@ -114,8 +114,25 @@ impl Interface {
                 if !transmit {
                     // Held back only for a caller that may answer; a message it will not
                     // see (a put or get on a list entry without events) is answered now
-                    // instead of after the batch's next, usually empty, `recv`.
+                    // instead of after the batch's next, usually empty, `recv`: its
+                    // engine answer, and the ack its sender waits on (a confirmed
+                    // acknowledgement, which no answer of the caller will carry).
+                    if st.stack.has_soon_acks() {
+                        st.stack.release_soon_acks(now);
+                    }
                     self.transmit(st, now);
+                }
+            } else if st.stack.transport.has_events() {
+                // An ack that confirmed a delivery the program waits on (applied as it
+                // arrived, see `OutMessage::mark_awaited`): the engine completes the
+                // operation now, and the wait may end before the next, usually empty,
+                // `recv`.
+                st.stack.pump(now);
+                if transmit {
+                    self.transmit(st, now);
+                }
+                if let Some(v) = until(&mut st.stack.engine)? {
+                    return Ok(Some(v));
                 }
             } else if transmit
                 && st.stack.awaits_confirmation(from)

@@ -488,6 +488,7 @@ impl Transport {
         let budget = &mut self.budget;
         let byes = &mut self.byes;
         let mut newly_leaving = false;
+        let mut had_data = false;
         let mut tally = settle::AckTally::new(&mut self.spare);
         let mut deliver = |message: &[u8]| {
             stats.messages_delivered += 1;
@@ -502,6 +503,7 @@ impl Transport {
                     tally.apply_or_defer(peer, &ack, now, window);
                 }
                 Frame::Data(data) => {
+                    had_data = true;
                     let outcome = peer.recv.on_data(
                         now,
                         &data,
@@ -523,6 +525,16 @@ impl Transport {
                 Frame::Bye(bye) => {
                     newly_leaving |= depart::on_bye(peer, bye, byes);
                 }
+            }
+        }
+        if !had_data && peer.send.confirmation_awaited() {
+            // A bare ack while the program waits on a confirmation it may bring (a put with
+            // a confirmed acknowledgement, `OutMessage::mark_awaited`): applied now, so that
+            // the wait ends on this datagram instead of after the driver's next, usually
+            // empty, receive. An ack that came with data stays deferred: the data is what a
+            // ping-pong waits for, and its answer leaves first.
+            if let Some(d) = peer.deferred_ack.take() {
+                tally.apply_deferred(peer, d);
             }
         }
         tally.record(&mut self.stats);

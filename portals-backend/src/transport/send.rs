@@ -83,6 +83,10 @@ pub(crate) struct SendState {
     /// Messages queued up to and including the last fenced one (0: none), this side's
     /// acks' `fence`.
     fence: u64,
+    /// Messages in `msgs` whose confirmation the sender's program waits on
+    /// ([`OutMessage::is_awaited`]): while there are any, a bare ack is applied as it
+    /// arrives (see `Transport::handle_datagram_with`).
+    awaited: usize,
 }
 
 #[derive(Clone, Copy)]
@@ -125,6 +129,7 @@ impl SendState {
             tail: None,
             confirms: VecDeque::new(),
             fence: 0,
+            awaited: 0,
         }
     }
 
@@ -144,6 +149,12 @@ impl SendState {
             self.confirms.pop_front();
             confirmed(token);
         }
+    }
+
+    /// Whether a queued or unacknowledged message's confirmation is waited on by the
+    /// sender's program ([`OutMessage::is_awaited`]).
+    pub(crate) fn confirmation_awaited(&self) -> bool {
+        self.awaited > 0
     }
 
     /// Whether an acknowledged message still waits for its confirmation.
@@ -176,6 +187,7 @@ impl SendState {
             // Message ids count from 0: this one's is the number queued before it.
             self.fence = self.first_msg_id + self.msgs.len() as u64 + 1;
         }
+        self.awaited += usize::from(data.is_awaited());
         self.msgs.push_back(OutMsg {
             data,
             cut: 0,
@@ -530,6 +542,7 @@ impl SendState {
             }
             self.queued_bytes -= front.data.len();
             if let Some(m) = self.msgs.pop_front() {
+                self.awaited -= usize::from(m.data.is_awaited());
                 if let Some(token) = m.data.confirm() {
                     self.confirms.push_back((token, peer_fence));
                 }
