@@ -15,12 +15,17 @@
  * (default 1 MiB).
  *
  * Output: testsmall's line shape ("... us ave. (put pingpong rtt)", "... us ave. (put+ack
- * rtt)") and a "raw:" line. */
+ * rtt)") and a "raw:" line. With benches/c/hop_shim.c preloaded, rank 1 also prints a "hops:"
+ * line: where the library's time goes in one hop of the 8-byte ping-pong (from the datagram's
+ * arrival to the wait's return, from the put call to its send call, from the send call's end
+ * to the put's return), next to the same parts of the raw UDP ping-pong. */
+#define _GNU_SOURCE /* RTLD_DEFAULT */
 #define _POSIX_C_SOURCE 200809L
 #include <portals4.h>
 #include <portals4/pmi.h>
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -62,6 +67,41 @@ static void kvs_get(const char *key, char *value, int len) {
         fprintf(stderr, "PMI_KVS_Get %s failed\n", key);
         exit(1);
     }
+}
+
+/* The per-hop split (see the top): the shim's clock readings when it is preloaded, and sums
+ * of the three parts, in microseconds, for the library ([0]) and raw UDP ([1]). */
+static struct {
+    const double *send_begin, *send_end, *recv_end;
+    double wake[2], to_send[2], send_to_return[2];
+    long n[2];
+} hop;
+
+static void hop_open(void) {
+    hop.send_begin = dlsym(RTLD_DEFAULT, "hop_shim_send_begin");
+    hop.send_end = dlsym(RTLD_DEFAULT, "hop_shim_send_end");
+    hop.recv_end = dlsym(RTLD_DEFAULT, "hop_shim_recv_end");
+    if (hop.send_begin == NULL || hop.send_end == NULL) hop.recv_end = NULL;
+}
+
+/* Adds one hop of path `k` (0 library, 1 raw): the wait ended at `woke` on the datagram the
+ * shim saw arrive at `arrival`, and the answering send call returned at `done`. */
+static void hop_add(int k, double arrival, double woke, double done) {
+    hop.wake[k] += woke - arrival;
+    hop.to_send[k] += *hop.send_begin - woke;
+    hop.send_to_return[k] += done - *hop.send_end;
+    hop.n[k]++;
+}
+
+static void hop_report(void) {
+    if (hop.recv_end == NULL || rank != 1 || hop.n[0] == 0 || hop.n[1] == 0) return;
+    printf("hops: rank 1, 8 byte ping-pong, us per hop, library (raw udp): arrival -> wait "
+           "returns %.3f (%.3f), send call made %.3f (%.3f), send call -> call returns %.3f "
+           "(%.3f); %ld (%ld) hops\n",
+           hop.wake[0] / hop.n[0], hop.wake[1] / hop.n[1], hop.to_send[0] / hop.n[0],
+           hop.to_send[1] / hop.n[1], hop.send_to_return[0] / hop.n[0],
+           hop.send_to_return[1] / hop.n[1], hop.n[0], hop.n[1]);
+    fflush(stdout);
 }
 
 /* The raw baseline: an 8-byte UDP ping-pong over loopback, both sides busy-polling. */
@@ -106,7 +146,9 @@ static double udp_chunk(int m) {
             }
         }
         if (rank == 1) {
+            double arrival = hop.recv_end != NULL ? *hop.recv_end : 0, woke = now_us();
             sendto(udp_fd, buf, sizeof buf, 0, (struct sockaddr *)&udp_peer, sizeof udp_peer);
+            if (hop.recv_end != NULL) hop_add(1, arrival, woke, now_us());
         }
     }
     return now_us() - t0;
@@ -140,7 +182,9 @@ static double pingpong(struct pp *p, int s, int m) {
             wait_ct(p->recv_ct, ++p->arrived);
         } else {
             wait_ct(p->recv_ct, ++p->arrived);
+            double arrival = hop.recv_end != NULL ? *hop.recv_end : 0, woke = now_us();
             CHECK(PtlPut(p->md, 0, (ptl_size_t)s, PTL_CT_ACK_REQ, p->peer, p->pt, 0, 0, NULL, 0));
+            if (hop.recv_end != NULL && s == 8) hop_add(0, arrival, woke, now_us());
             p->sent++;
         }
     }
@@ -247,6 +291,7 @@ int main(int argc, char **argv) {
     peer.rank = (ptl_rank_t)(1 - rank);
     st.peer = peer;
     udp_open();
+    hop_open();
     if (rank == 0) printf("ptl_pingpong: 2 ranks, put with a counting ack\n");
     static const int sizes[] = {8, 64, 512, 4096, 32768, 262144, MAX_SIZE};
     enum { CHUNKS = 10 };
@@ -267,6 +312,7 @@ int main(int argc, char **argv) {
         }
     }
     report(8, slice * CHUNKS, ping, acked);
+    hop_report();
     for (unsigned k = 1; k < sizeof sizes / sizeof sizes[0] && sizes[k] <= max_bytes; k++) {
         int n = sizes[k] <= 4096 ? iters : (int)((long)iters * 4096 / sizes[k]);
         if (n < 20) n = 20;
