@@ -39,6 +39,13 @@ check() {
                 echo "FAIL    $name (missing figures; see $log)"
                 status=1
                 return
+            fi
+            # With the hop shim preloaded (scripts/libportals-hops.sh), rank 1's split too.
+            if [[ " $* " == *" LD_PRELOAD="* ]] &&
+                ! grep -Eq '^hops: rank 1, .* 220 \(220\) hops$' "$log"; then
+                echo "FAIL    $name (no hops line with the hop shim; see $log)"
+                status=1
+                return
             fi ;;
         peer_death*)
             # The leaver's port is free again: nothing of it outlived the job.
@@ -71,6 +78,12 @@ for flavour in plain asan; do
     check "$out/bad_args$suffix" 1
     check "$out/peer_death$suffix" 2 RGASNET_PEER_TIMEOUT=2
     check "$out/ptl_pingpong$suffix" 2
+    if [ $flavour = plain ]; then
+        # The per-hop tool: its shim builds warning-free and the benchmark reports through it.
+        "$cc" "${flags[@]}" -shared -fPIC "$root/benches/c/hop_shim.c" -o "$out/libhop_shim.so" -ldl
+        cp "$out/ptl_pingpong" "$out/ptl_pingpong-hops"
+        check "$out/ptl_pingpong-hops" 2 LD_PRELOAD="$out/libhop_shim.so"
+    fi
     if [ "$(ls /dev/shm | wc -l)" -gt "$shm_before" ]; then
         echo "FAIL    /dev/shm holds more objects after the $flavour tests than before"
         status=1
