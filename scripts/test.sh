@@ -44,6 +44,10 @@ if [ -f "$portals_tarball" ]; then
         portals_dir=${out#PORTALS4_DIR=}
         PORTALS4_DIR=$portals_dir LD_LIBRARY_PATH=$portals_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
             cargo test -p rgasnet-portals --features ref-impl --release --test ref_smoke --test ref_ops
+        # Jobs of 2 and 4 ranks started by rgasnetrun, talking through the library with ids
+        # exchanged through rgasnet's bootstrap (tests/src/bin/ref_ring.rs).
+        PORTALS4_DIR=$portals_dir LD_LIBRARY_PATH=$portals_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+            cargo test -p rgasnet-tests --features ref-impl --release --test ref_impl
     elif [ "$rc" = 3 ]; then
         echo "SKIPPED: Portals reference implementation (portals-backend/tests/ref_smoke.rs) — build tools missing; fix: apt-get install -y autoconf automake libtool libev-dev" >>"$skip_log"
     else
@@ -67,6 +71,9 @@ if [ -f "$portals_tarball" ] && have_libclang; then
     CARGO_TARGET_DIR=$PWD/target/ref-over-libportals PORTALS4_DIR=$PWD/target/libportals/install \
         LD_LIBRARY_PATH=$PWD/target/libportals/install/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
         cargo test -p rgasnet-portals --features ref-impl --release --test ref_ops
+    CARGO_TARGET_DIR=$PWD/target/ref-over-libportals PORTALS4_DIR=$PWD/target/libportals/install \
+        LD_LIBRARY_PATH=$PWD/target/libportals/install/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+        cargo test -p rgasnet-tests --features ref-impl --release --test ref_impl
 elif [ -f "$portals_tarball" ]; then
     echo "SKIPPED: libportals test/basic (scripts/libportals-tests.sh) — libclang missing; fix: apt-get install -y libclang-dev" >>"$skip_log"
 else
