@@ -43,7 +43,7 @@ if [ -f "$portals_tarball" ]; then
     if [ "$rc" = 0 ]; then
         portals_dir=${out#PORTALS4_DIR=}
         PORTALS4_DIR=$portals_dir LD_LIBRARY_PATH=$portals_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-            cargo test -p rgasnet-portals --features ref-impl --release --test ref_smoke --test ref_ops
+            cargo test -p rgasnet-portals --features ref-impl --release --test ref_smoke --test ref_ops --test ref_regions
         # Jobs of 2 and 4 ranks started by rgasnetrun, talking through the library with ids
         # exchanged through rgasnet's bootstrap (tests/src/bin/ref_ring.rs).
         PORTALS4_DIR=$portals_dir LD_LIBRARY_PATH=$portals_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
@@ -70,7 +70,7 @@ if [ -f "$portals_tarball" ] && have_libclang; then
     # test as over the reference implementation (a cross-check of both).
     CARGO_TARGET_DIR=$PWD/target/ref-over-libportals PORTALS4_DIR=$PWD/target/libportals/install \
         LD_LIBRARY_PATH=$PWD/target/libportals/install/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-        cargo test -p rgasnet-portals --features ref-impl --release --test ref_ops
+        cargo test -p rgasnet-portals --features ref-impl --release --test ref_ops --test ref_regions
     CARGO_TARGET_DIR=$PWD/target/ref-over-libportals PORTALS4_DIR=$PWD/target/libportals/install \
         LD_LIBRARY_PATH=$PWD/target/libportals/install/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
         cargo test -p rgasnet-tests --features ref-impl --release --test ref_impl

@@ -13,6 +13,7 @@ use portals4_sys as ffi;
 use crate::error::{PtlError, PtlResult};
 use crate::types::{Addressing, Matching, NiKind, NiLimits, PhysId};
 
+pub mod memory;
 pub mod ops;
 
 // Values of portals4.h macros that bindgen cannot evaluate (casts, enum shifts); they are the

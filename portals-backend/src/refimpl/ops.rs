@@ -3,16 +3,15 @@
 //! memory ([`RefBuffer`]), memory descriptors, and put/get. Each object is released when
 //! dropped; each call's return code becomes a [`PtlError`] that names the call and the code.
 //!
-//! Memory the library reaches is a [`RefBuffer`]: heap bytes at a fixed address that the
-//! library reads and writes on its own (a progress thread, a NIC) while an MD or entry covers
-//! them, so the program only copies in and out of it, between the events that say an
-//! operation is done.
+//! Memory the library reaches is a [`LibMemory`]: a [`RefBuffer`] or a span of a
+//! [`crate::memory::Region`], which the library reads and writes on its own (a progress
+//! thread, a NIC) while an MD or entry covers it (see [`super::memory`]).
 
-use std::ptr::NonNull;
 use std::time::Duration;
 
 use portals4_sys as ffi;
 
+pub use super::memory::{LibMemory, RefBuffer};
 use super::{check, limits_of, open_ni, PID_ANY};
 use crate::error::{PtlError, PtlResult};
 use crate::types::{
@@ -50,94 +49,6 @@ impl Drop for RefLibrary {
     }
 }
 
-/// Heap bytes at a fixed address for the library to read and write.
-#[derive(Debug)]
-pub struct RefBuffer {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the bytes are plain heap memory owned by this value; every access from Rust is a
-// copy through the raw pointer (never a reference), so moving or sharing the value between
-// threads adds no aliasing.
-unsafe impl Send for RefBuffer {}
-// SAFETY: as for `Send`.
-unsafe impl Sync for RefBuffer {}
-
-impl RefBuffer {
-    /// `len` zero bytes (at least one byte is allocated, so the address is never dangling).
-    pub fn new(len: usize) -> RefBuffer {
-        let boxed: Box<[u8]> = vec![0u8; len.max(1)].into_boxed_slice();
-        let ptr = NonNull::from(Box::leak(boxed)).cast::<u8>();
-        RefBuffer { ptr, len }
-    }
-
-    /// Its length.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether it has no bytes.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The address of its first byte (what the library's events report).
-    pub fn addr(&self) -> u64 {
-        self.ptr.as_ptr() as u64
-    }
-
-    fn range(&self, offset: usize, len: usize) -> PtlResult<()> {
-        match offset.checked_add(len) {
-            Some(end) if end <= self.len => Ok(()),
-            _ => Err(PtlError::arg(
-                "RefBuffer",
-                format!("{len} bytes at {offset} exceed the buffer's {}", self.len),
-            )),
-        }
-    }
-
-    /// Copies `src` in at `offset`. Call it only while no operation the library runs writes
-    /// those bytes.
-    pub fn write(&self, offset: usize, src: &[u8]) -> PtlResult<()> {
-        self.range(offset, src.len())?;
-        // SAFETY: in bounds (checked); the destination is this value's own allocation, which
-        // no Rust reference covers; `src` is another allocation.
-        unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len())
-        };
-        Ok(())
-    }
-
-    /// Copies `dst.len()` bytes out from `offset`.
-    pub fn read(&self, offset: usize, dst: &mut [u8]) -> PtlResult<()> {
-        self.range(offset, dst.len())?;
-        // SAFETY: in bounds (checked); see `write`.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.ptr.as_ptr().add(offset),
-                dst.as_mut_ptr(),
-                dst.len(),
-            )
-        };
-        Ok(())
-    }
-}
-
-impl Drop for RefBuffer {
-    fn drop(&mut self) {
-        // SAFETY: `ptr` came from `Box::leak` of a boxed slice of `len.max(1)` bytes in
-        // `new`, and is freed once; the MDs and entries over the buffer borrow it, so none
-        // outlives it.
-        drop(unsafe {
-            Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-                self.ptr.as_ptr(),
-                self.len.max(1),
-            ))
-        });
-    }
-}
-
 /// An NI of the library (`PtlNIFini` on drop).
 #[derive(Debug)]
 pub struct RefNi<'lib> {
@@ -165,21 +76,21 @@ pub struct RefCt<'ni> {
 /// A match entry over a buffer (`PtlMEUnlink` on drop).
 #[derive(Debug)]
 pub struct RefMe<'a> {
-    _buf: &'a RefBuffer,
+    _mem: LibMemory<'a>,
     h: ffi::ptl_handle_me_t,
 }
 
 /// A memory descriptor over a buffer (`PtlMDRelease` on drop).
 #[derive(Debug)]
 pub struct RefMd<'a> {
-    _buf: &'a RefBuffer,
+    _mem: LibMemory<'a>,
     h: ffi::ptl_handle_md_t,
 }
 
 /// A list entry over a buffer (`PtlLEUnlink` on drop).
 #[derive(Debug)]
 pub struct RefLe<'a> {
-    _buf: &'a RefBuffer,
+    _mem: LibMemory<'a>,
     h: ffi::ptl_handle_le_t,
 }
 
@@ -475,24 +386,26 @@ impl<'lib> RefNi<'lib> {
     /// `PtlMDBind` over all of `buf`, posting to `eq`.
     pub fn md_bind<'a>(
         &self,
-        buf: &'a RefBuffer,
+        mem: impl Into<LibMemory<'a>>,
         opts: MdOptions,
         eq: Option<&RefEq<'_>>,
     ) -> PtlResult<RefMd<'a>> {
-        self.md_bind_counted(buf, opts, eq, None)
+        self.md_bind_counted(mem, opts, eq, None)
     }
 
     /// `PtlLEAppend` over all of `buf` on the priority list of `pt`, for any user.
     pub fn le_append<'a>(
         &self,
         pt: PtIndex,
-        buf: &'a RefBuffer,
+        mem: impl Into<LibMemory<'a>>,
         opts: MeOptions,
         user_ptr: u64,
     ) -> PtlResult<RefLe<'a>> {
+        let mem = mem.into();
+        let (start, length) = mem.start_len("PtlLEAppend")?;
         let le = ffi::ptl_le_t {
-            start: buf.ptr.as_ptr().cast(),
-            length: buf.len as u64,
+            start,
+            length,
             ct_handle: CT_NONE,
             uid: UID_ANY,
             options: le_bits(opts)?,
@@ -509,7 +422,7 @@ impl<'lib> RefNi<'lib> {
                 &mut h,
             )
         })?;
-        Ok(RefLe { _buf: buf, h })
+        Ok(RefLe { _mem: mem, h })
     }
 
     /// `PtlPut` of `length` bytes at `local_offset` of `md` to `remote_offset` of the entry
@@ -614,7 +527,7 @@ impl<'lib> RefNi<'lib> {
     pub fn me_append<'a>(
         &self,
         pt: PtIndex,
-        buf: &'a RefBuffer,
+        mem: impl Into<LibMemory<'a>>,
         opts: MeOptions,
         bits: MatchBits,
         ignore: MatchBits,
@@ -628,9 +541,11 @@ impl<'lib> RefNi<'lib> {
                 pid: PID_ANY,
             }),
         };
+        let mem = mem.into();
+        let (start, length) = mem.start_len("PtlMEAppend")?;
         let me = ffi::ptl_me_t {
-            start: buf.ptr.as_ptr().cast(),
-            length: buf.len as u64,
+            start,
+            length,
             ct_handle: ct.map_or(CT_NONE, |c| c.h),
             uid: UID_ANY,
             options: le_bits(opts)?,
@@ -651,29 +566,32 @@ impl<'lib> RefNi<'lib> {
                 &mut h,
             )
         })?;
-        Ok(RefMe { _buf: buf, h })
+        Ok(RefMe { _mem: mem, h })
     }
 
     /// `PtlMDBind` over all of `buf`, posting to `eq` and counting on `ct`.
     pub fn md_bind_counted<'a>(
         &self,
-        buf: &'a RefBuffer,
+        mem: impl Into<LibMemory<'a>>,
         opts: MdOptions,
         eq: Option<&RefEq<'_>>,
         ct: Option<&RefCt<'_>>,
     ) -> PtlResult<RefMd<'a>> {
+        let mem = mem.into();
+        let (start, length) = mem.start_len("PtlMDBind")?;
         let md = ffi::ptl_md_t {
-            start: buf.ptr.as_ptr().cast(),
-            length: buf.len as u64,
+            start,
+            length,
             options: md_bits(opts)?,
             eq_handle: eq.map_or(EQ_NONE, |q| q.h),
             ct_handle: ct.map_or(CT_NONE, |c| c.h),
         };
         let mut h = ffi::ptl_handle_md_t::default();
-        // SAFETY: the MD covers `buf`'s allocation, which outlives the returned value (it
-        // borrows `buf`) and is reached from Rust only through copies; valid pointers.
+        // SAFETY: the MD covers `mem`, which the returned value keeps alive (a borrowed
+        // buffer or a held region) and which Rust reaches only through copies or atomic
+        // words (see `LibMemory`); valid pointers.
         check("PtlMDBind", unsafe { ffi::PtlMDBind(self.h, &md, &mut h) })?;
-        Ok(RefMd { _buf: buf, h })
+        Ok(RefMd { _mem: mem, h })
     }
 }
 
