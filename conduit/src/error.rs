@@ -15,8 +15,10 @@ pub enum InitError {
     /// The Portals layer could not be set up.
     #[error("Portals network layer: {0}")]
     Portals(#[from] rgasnet_portals::PtlError),
-    /// The `ref` Portals engine was asked for but this build does not contain it.
-    #[error("RGASNET_PORTALS=ref needs a build with the `ref-impl` feature; unset it to use the native engine")]
+    /// The `ref` Portals engine (the conduit over a Portals 4 library) was asked for; this
+    /// version runs the conduit on the native engine only (the library path,
+    /// `rgasnet_portals::refimpl`, does not carry active messages yet).
+    #[error("RGASNET_PORTALS=ref: this version of rgasnet runs active messages and put/get on its native Portals engine only (the path over a Portals library, rgasnet_portals::refimpl, does not carry them yet); unset RGASNET_PORTALS or set it to native")]
     NoReferenceEngine,
     /// This host's identity (hostname, boot id) could not be read.
     #[error("reading this host's identity for shared memory: {0}")]

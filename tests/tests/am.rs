@@ -224,6 +224,21 @@ fn bad_configuration_is_a_startup_error_naming_the_variable() {
 }
 
 #[test]
+fn asking_for_the_ref_engine_is_a_startup_error_that_says_what_runs_instead() {
+    let out = job(2, "basic", &[("RGASNET_PORTALS", "ref")]);
+    assert!(!out.status.success());
+    assert!(
+        out.stderr
+            .contains("RGASNET_PORTALS=ref: this version of rgasnet runs")
+            && out
+                .stderr
+                .contains("unset RGASNET_PORTALS or set it to native"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn started_without_a_launcher_says_how_to_launch() {
     let out = std::process::Command::new(PROG)
         .arg("basic")
