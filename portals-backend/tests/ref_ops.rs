@@ -8,31 +8,16 @@
 #![cfg(feature = "ref-impl")]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed call is a failed test
 
+mod ref_events;
+
 use std::time::Duration;
 
+use ref_events::{one, take};
 use rgasnet_portals::refimpl::ops::{RefBuffer, RefLibrary, RefNi};
 use rgasnet_portals::types::{
-    AckReq, Addressing, Event, EventKind, Matching, MdOptions, MeOptions, NiFail, NiKind,
-    ProcessId, PtOptions,
+    AckReq, Addressing, EventKind, Matching, MdOptions, MeOptions, NiFail, NiKind, ProcessId,
+    PtOptions,
 };
-
-/// Events from `eq` until `n` have come (each within 10 s: the reference implementation
-/// takes milliseconds per operation).
-fn take(eq: &rgasnet_portals::refimpl::ops::RefEq<'_>, n: usize) -> Vec<Event> {
-    (0..n)
-        .map(|i| {
-            eq.wait(Duration::from_secs(10))
-                .unwrap()
-                .unwrap_or_else(|| panic!("event {i} of {n} did not come"))
-        })
-        .collect()
-}
-
-fn one(evs: &[Event], kind: EventKind) -> Event {
-    let found: Vec<&Event> = evs.iter().filter(|e| e.kind == kind).collect();
-    assert_eq!(found.len(), 1, "one {kind:?} among {evs:?}");
-    *found[0]
-}
 
 #[test]
 fn put_and_get_to_itself_through_the_library() {

@@ -8,32 +8,16 @@
 #![cfg(feature = "ref-impl")]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed call is a failed test
 
-use std::time::Duration;
+mod ref_events;
 
+use ref_events::{one, take};
 use rgasnet_portals::memory::RegionSpan;
-use rgasnet_portals::refimpl::ops::{RefEq, RefLibrary, RefNi};
+use rgasnet_portals::refimpl::ops::{RefLibrary, RefNi};
 use rgasnet_portals::types::{
-    AckReq, Addressing, Event, EventKind, Matching, MdOptions, MeOptions, NiFail, NiKind,
-    ProcessId, PtOptions,
+    AckReq, Addressing, EventKind, Matching, MdOptions, MeOptions, NiFail, NiKind, ProcessId,
+    PtOptions,
 };
 use rgasnet_portals::Region;
-
-/// The next `n` events of `eq` (each within 10 s).
-fn take(eq: &RefEq<'_>, n: usize) -> Vec<Event> {
-    (0..n)
-        .map(|i| {
-            eq.wait(Duration::from_secs(10))
-                .unwrap()
-                .unwrap_or_else(|| panic!("event {i} of {n} did not come"))
-        })
-        .collect()
-}
-
-fn one(evs: &[Event], kind: EventKind) -> Event {
-    let found: Vec<&Event> = evs.iter().filter(|e| e.kind == kind).collect();
-    assert_eq!(found.len(), 1, "one {kind:?} among {evs:?}");
-    *found[0]
-}
 
 #[test]
 fn the_library_puts_into_and_gets_from_spans_of_regions() {

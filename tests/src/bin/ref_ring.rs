@@ -10,7 +10,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use rgasnet_launcher::Bootstrap;
 use rgasnet_portals::refimpl::ops::{RefBuffer, RefEq, RefLibrary, RefNi};
 use rgasnet_portals::types::{
@@ -91,18 +91,19 @@ fn run() -> Result<String> {
         .allgather(&mine)?
         .iter()
         .enumerate()
-        .map(|(r, b)| match (b.get(..4), b.get(4..8)) {
-            (Some(nid), Some(pid)) if b.len() == 8 => Ok(PhysId {
+        .map(|(r, b)| {
+            let id = <[u8; 8]>::try_from(b.as_slice())
+                .map_err(|_| anyhow::anyhow!("rank {r} sent a {}-byte id, not 8", b.len()))?;
+            let (nid, pid) = id.split_at(4);
+            Ok(PhysId {
                 nid: u32::from_le_bytes(nid.try_into()?),
                 pid: u32::from_le_bytes(pid.try_into()?),
-            }),
-            _ => bail!("rank {r} sent a {}-byte id, not 8", b.len()),
+            })
         })
         .collect::<Result<Vec<PhysId>>>()?;
     ensure!(
-        map[rank as usize] == me,
-        "the exchange put {:?} at this rank, not {me:?}",
-        map[rank as usize]
+        map.len() == size as usize && map.get(rank as usize) == Some(&me),
+        "the exchange gave {map:?}: {size} ids with {me:?} at rank {rank} expected"
     );
     ni.set_map(&map)?;
 
