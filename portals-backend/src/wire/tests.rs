@@ -30,7 +30,7 @@ fn golden_vector_is_pinned() {
     let expected = concat!(
         // magic, version, job key, src incarnation, dst incarnation
         "52474e34",
-        "02",
+        "03",
         "0807060504030201",
         "8877665544332211",
         "0900000000000000",
@@ -52,6 +52,107 @@ fn golden_vector_is_pinned() {
         "68656c6c6f",
     );
     assert_eq!(hex(&sample()), expected);
+}
+
+/// A small message and the ack riding with it: both in their short forms (ACK0, WHOLE).
+fn short_sample() -> Vec<u8> {
+    let mut out = Vec::new();
+    write_header(&mut out, &header());
+    write_ack(&mut out, &AckFrame::new(12, 11, 40));
+    write_data(&mut out, 7, 3, 0, b"abc");
+    out
+}
+
+#[test]
+fn short_forms_are_pinned() {
+    let expected = concat!(
+        "52474e34",
+        "03",
+        "0807060504030201",
+        "8877665544332211",
+        "0900000000000000",
+        // ACK0: type, cumulative 12 (largest 11 implied, fence 0), delay 40 us
+        "05",
+        "0c00000000000000",
+        "28000000",
+        // WHOLE: type, seq 7, len 3, "abc"
+        "04",
+        "0700000000000000",
+        "0300",
+        "616263",
+    );
+    let bytes = short_sample();
+    assert_eq!(hex(&bytes), expected);
+    assert_eq!(
+        bytes.len(),
+        HEADER_LEN + ACK0_FRAME_LEN + WHOLE_FRAME_OVERHEAD + 3
+    );
+    assert_eq!(AckFrame::new(12, 11, 40).encoded_len(), ACK0_FRAME_LEN);
+}
+
+#[test]
+fn short_forms_decode_as_the_long_forms_they_stand_for() {
+    let bytes = short_sample();
+    let dg = Datagram::parse(&bytes, KEY).unwrap();
+    let frames: Vec<Frame<'_>> = dg.frames().map(|f| f.unwrap()).collect();
+    assert_eq!(
+        frames,
+        vec![
+            Frame::Ack(AckView::new(12, 11, 40, 0)),
+            Frame::Data(DataFrame {
+                seq: 7,
+                total: 3,
+                offset: 0,
+                payload: b"abc",
+            }),
+        ]
+    );
+}
+
+#[test]
+fn long_forms_stay_where_the_short_ones_cannot_say_it() {
+    // A fence, a largest other than cumulative - 1, a range, or nothing received yet: the
+    // long ACK frame.
+    for ack in [
+        AckFrame::new(12, 11, 40).with_fence(1),
+        AckFrame::new(12, 20, 40),
+        AckFrame::new(0, 0, 0),
+    ] {
+        let mut out = Vec::new();
+        write_ack(&mut out, &ack);
+        assert_eq!((out[0], out.len()), (FRAME_ACK, ACK_FRAME_BASE), "{ack:?}");
+        assert_eq!(ack.encoded_len(), ACK_FRAME_BASE);
+    }
+    // A fragment of a larger message, or a whole one past 64 KiB: the long DATA frame.
+    for (total, offset, len) in [(10u32, 0u32, 5u32), (10, 5, 5), (70_000, 0, 70_000)] {
+        let mut out = Vec::new();
+        write_data_header(&mut out, 1, total, offset, len);
+        assert_eq!((out[0], out.len()), (FRAME_DATA, DATA_FRAME_OVERHEAD));
+    }
+}
+
+#[test]
+fn a_short_ack_of_nothing_is_refused() {
+    let mut bytes = Vec::new();
+    write_header(&mut bytes, &header());
+    bytes.push(FRAME_ACK0);
+    bytes.extend_from_slice(&0u64.to_le_bytes());
+    bytes.extend_from_slice(&5u32.to_le_bytes());
+    assert_eq!(
+        Datagram::parse(&bytes, KEY).unwrap_err(),
+        WireError::ZeroShortAck
+    );
+    // Truncated short frames are reported like any other.
+    for (kind, keep) in [(FRAME_ACK0, 10), (FRAME_WHOLE, 9), (FRAME_WHOLE, 12)] {
+        let mut b = Vec::new();
+        write_header(&mut b, &header());
+        b.push(kind);
+        b.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0][..keep]);
+        assert!(
+            matches!(Datagram::parse(&b, KEY), Err(WireError::Truncated { .. })),
+            "{kind:#x} {keep}"
+        );
+    }
 }
 
 #[test]
