@@ -418,7 +418,9 @@ pub struct Frames<'a> {
 impl<'a> Iterator for Frames<'a> {
     type Item = Result<Frame<'a>, WireError>;
 
-    #[inline]
+    // Always inlined, for the reason `decode_frame` is: a frame returned through memory is
+    // re-read at once with wider loads (a store-forwarding stall per frame).
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed || self.r.remaining() == 0 {
             return None;
@@ -471,7 +473,7 @@ impl<'a> Frames<'a> {
     }
 
     /// A WHOLE frame, as the DATA frame it stands for.
-    #[inline]
+    #[inline(always)]
     fn decode_whole(&mut self) -> Result<DataFrame<'a>, WireError> {
         let seq = self.r.u64("data seq").map_err(|e| self.rebase(e))?;
         let len = self.r.u16("data length").map_err(|e| self.rebase(e))?;
@@ -488,7 +490,7 @@ impl<'a> Frames<'a> {
     }
 
     /// An ACK0 frame, as the ACK frame it stands for.
-    #[inline]
+    #[inline(always)]
     fn decode_ack0(&mut self) -> Result<AckView<'a>, WireError> {
         let cumulative = self.r.u64("ack cumulative").map_err(|e| self.rebase(e))?;
         let delay = self.r.u32("ack delay").map_err(|e| self.rebase(e))?;
