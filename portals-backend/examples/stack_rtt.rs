@@ -3,8 +3,17 @@
 //! to a network round trip, measured without the kernel's noise. A profiler run on this
 //! example sees only that path.
 //!
-//! `cargo run --release -p rgasnet-portals --example stack_rtt [round trips]`
+//! With `kernel` as the third argument, every step (each side's turn) first sends and receives
+//! one 100-byte datagram over a loopback UDP socket, as a real round trip's system calls run
+//! between the stacks' steps, and the program also times those system calls alone: the
+//! difference is what the stacks cost when the kernel's network path has run in between
+//! (their code and data partly evicted from the core's caches), the figure a real ping-pong
+//! pays.
+//!
+//! `cargo run --release -p rgasnet-portals --example stack_rtt [round trips] [ack|confirmed]
+//! [kernel]`
 
+use std::net::UdpSocket;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -87,9 +96,26 @@ fn side(i: u32) -> Result<Side> {
     })
 }
 
+/// A loopback UDP socket that sends itself a datagram and reads it back before each step
+/// (the `kernel` mode), standing for the system calls of a real round trip.
+struct Kernel(Option<UdpSocket>);
+
+impl Kernel {
+    fn step(&self) {
+        if let Some(sock) = &self.0 {
+            let mut buf = [0u8; 128];
+            // Errors only make the step cheaper; the timing says so (the kernel-only figure).
+            if sock.send(&buf[..100]).is_ok() {
+                while sock.recv(&mut buf).is_err() {}
+            }
+        }
+    }
+}
+
 /// Moves every datagram `from` has ready to `to` (each side reading the clock once, as a
 /// driver does per step).
-fn carry(from: &mut Side, to: &mut Side, out: &mut Vec<u8>) {
+fn carry(kernel: &Kernel, from: &mut Side, to: &mut Side, out: &mut Vec<u8>) {
+    kernel.step();
     let now = Instant::now();
     // A driver whose wait goes on releases the acks that initiators wait on.
     from.stack.release_soon_acks(now);
@@ -112,6 +138,24 @@ fn main() -> Result<()> {
             .parse()
             .context("the argument is a number of round trips")?,
         None => 2_000_000,
+    };
+    let kernel = match std::env::args().nth(3).as_deref() {
+        None => Kernel(None),
+        Some("kernel") => {
+            let sock = UdpSocket::bind("127.0.0.1:0").context("binding a loopback socket")?;
+            sock.connect(sock.local_addr()?)
+                .context("connecting the socket to itself")?;
+            let kernel = Kernel(Some(sock));
+            let start = Instant::now();
+            for _ in 0..trips {
+                kernel.step();
+                kernel.step();
+            }
+            let per = start.elapsed().as_nanos() as f64 / trips as f64;
+            println!("stack_rtt: the system calls alone, {per:.0} ns per round trip");
+            kernel
+        }
+        Some(other) => bail!("the third argument is `kernel` or nothing, not {other:?}"),
     };
     let (mut client, mut server) = (side(0)?, side(1)?);
     let mut out = Vec::with_capacity(65_536);
@@ -136,8 +180,8 @@ fn main() -> Result<()> {
             ..args
         })?;
         client.stack.pump(Instant::now());
-        carry(&mut client, &mut server, &mut out);
-        carry(&mut server, &mut client, &mut out);
+        carry(&kernel, &mut client, &mut server, &mut out);
+        carry(&kernel, &mut server, &mut client, &mut out);
         match client.stack.engine.eq_get(client.eq)? {
             EqGet::Event(ev) if ev.kind == EventKind::Ack && ev.user_ptr == i => {}
             other => bail!("round trip {i}: expected its ACK, got {other:?}"),
@@ -145,6 +189,13 @@ fn main() -> Result<()> {
         let _ = server.stack.engine.eq_get(server.eq)?;
     }
     let per = start.elapsed().as_nanos() as f64 / trips as f64;
-    println!("stack_rtt: {trips} put+ACK round trips of 8 bytes ({ack_req:?}), {per:.0} ns each (both sides, no sockets)");
+    let how = if kernel.0.is_some() {
+        "both sides, with the system calls between steps"
+    } else {
+        "both sides, no sockets"
+    };
+    println!(
+        "stack_rtt: {trips} put+ACK round trips of 8 bytes ({ack_req:?}), {per:.0} ns each ({how})"
+    );
     Ok(())
 }
