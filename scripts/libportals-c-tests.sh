@@ -73,6 +73,15 @@ for flavour in plain asan; do
     # The ping-pong benchmark builds warning-free too, and runs (briefly).
     "$cc" "${flags[@]}" "$root/benches/c/ptl_pingpong.c" -L"$prefix/lib" -Wl,-rpath,"$prefix/lib" \
         -lportals -lpmi -o "$out/ptl_pingpong$suffix"
+    # The datagram-size tool (raw UDP, no library) builds warning-free and runs, briefly.
+    "$cc" "${flags[@]}" "$root/benches/c/udp_size_rtt.c" -o "$out/udp_size_rtt$suffix"
+    if timeout -k 5 60 "$out/udp_size_rtt$suffix" 200 1 8 146 >"$out/udp_size_rtt$suffix.log" 2>&1 &&
+        [ "$(grep -c ' bytes  ' "$out/udp_size_rtt$suffix.log")" = 2 ]; then
+        echo "PASS    udp_size_rtt$suffix"
+    else
+        echo "FAIL    udp_size_rtt$suffix (see $out/udp_size_rtt$suffix.log)"
+        status=1
+    fi
     shm_before=$(ls /dev/shm | wc -l)
     check "$out/events$suffix" 2
     check "$out/bad_args$suffix" 1

@@ -24,9 +24,10 @@
 //! The two short forms are what a small message and its acknowledgement usually are, and the
 //! encoders below choose them whenever they say the same as the long forms. They matter more
 //! than their 27 bytes suggest: Linux sends and receives a UDP datagram of up to 128 bytes
-//! measurably faster than a larger one (an 8-byte put with its piggybacked ack, 146 bytes in
-//! the long forms, 119 in the short ones, took about 0.15 µs more per hop over loopback here;
-//! see `benches/perf/libportals.md`).
+//! faster than a larger one. On rgasnet's development VM the raw loopback round trip is flat
+//! from 8 to 128 bytes and about 0.27 µs longer from 132 bytes on (`benches/c/udp_size_rtt.c`),
+//! and an 8-byte put with its piggybacked ack is 146 bytes in the long forms, 119 in the short
+//! ones (see `benches/perf/libportals.md`).
 //!
 //! A DATA frame is one fragment of a message: `total` is the message length, `offset` where the
 //! fragment goes. Fragments of one message carry consecutive sequence numbers, so the receiver
