@@ -25,15 +25,23 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The encoded `header()`: magic, version, job key, src incarnation, dst incarnation.
+macro_rules! header_hex {
+    () => {
+        concat!(
+            "52474e34",
+            "03",
+            "0807060504030201",
+            "8877665544332211",
+            "0900000000000000"
+        )
+    };
+}
+
 #[test]
 fn golden_vector_is_pinned() {
     let expected = concat!(
-        // magic, version, job key, src incarnation, dst incarnation
-        "52474e34",
-        "03",
-        "0807060504030201",
-        "8877665544332211",
-        "0900000000000000",
+        header_hex!(),
         // ACK: type, cumulative 3, largest 7, delay 100 us, fence 6, 1 range [5, 8)
         "02",
         "0300000000000000",
@@ -66,11 +74,7 @@ fn short_sample() -> Vec<u8> {
 #[test]
 fn short_forms_are_pinned() {
     let expected = concat!(
-        "52474e34",
-        "03",
-        "0807060504030201",
-        "8877665544332211",
-        "0900000000000000",
+        header_hex!(),
         // ACK0: type, cumulative 12 (largest 11 implied, fence 0), delay 40 us
         "05",
         "0c00000000000000",
