@@ -2,8 +2,9 @@
 # Do two `rgasnet-bench compare` runs agree? The benchmark check of issue #26: on an idle
 # machine of this class, two runs with the default options must give every headline ratio
 # (rgasnet's native path against GASNet-EX udp-conduit, its shared-memory path against
-# smp-conduit) within 10 % of each other. Not a timed unit test: a script to run by hand or in
-# a benchmark job.
+# smp-conduit) within 10 % of each other. A headline ratio is the median over the repeats of
+# the ratio measured within each repeat (rgasnet and the peer back to back). Not a timed unit
+# test: a script to run by hand or in a benchmark job.
 #
 #   scripts/compare-agreement.sh GASNET_BUILD_DIR [compare options...]
 #
@@ -37,9 +38,11 @@ headlines=(
 )
 # Not a headline: shared-memory put/get 8 B take 4-5 ns, which GASNet's tests print to the
 # whole ns: their ratio moves in steps of 20-25 % whatever the iteration count.
-# median PATH FIGURE SIZE CSV
-median() {
-    awk -F, -v p="$1" -v f="$2" -v s="$3" '$1 == p && $4 == f && $5 == s { print $7; exit }' "$4"
+# ratio OURS PEER FIGURE SIZE CSV: the median over the repeats of ours / peer measured in the
+# same repeat (compare's peer_ratios.csv; see benches/src/compare/paired.rs).
+ratio() {
+    awk -F, -v o="$1" -v p="$2" -v f="$3" -v s="$4" \
+        '$1 == o && $2 == p && $4 == f && $5 == s { printf "%.3f", $7; exit }' "$5"
 }
 status=0
 printf '%-14s %10s %10s %8s\n' headline run1 run2 differ
@@ -47,14 +50,12 @@ for h in "${headlines[@]}"; do
     IFS='|' read -r label ours peer figure size <<<"$h"
     ratios=()
     for run in 1 2; do
-        csv="$work/$run/results.csv"
-        a=$(median "$ours" "$figure" "$size" "$csv")
-        b=$(median "$peer" "$figure" "$size" "$csv")
-        if [ -z "$a" ] || [ -z "$b" ] || [ "$b" = 0 ]; then
-            echo "$label: missing in run $run ($ours: '${a}', $peer: '${b}')" >&2
+        r=$(ratio "$ours" "$peer" "$figure" "$size" "$work/$run/peer_ratios.csv")
+        if [ -z "$r" ]; then
+            echo "$label: no $ours / $peer ratio in run $run" >&2
             exit 2
         fi
-        ratios+=("$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f", a / b }')")
+        ratios+=("$r")
     done
     d=$(awk -v x="${ratios[0]}" -v y="${ratios[1]}" 'BEGIN { d = x / y - 1; if (d < 0) d = -d; printf "%.1f", 100 * d }')
     mark=$(awk -v d="$d" 'BEGIN { print (d <= 10) ? "ok" : "DIFFERS" }')

@@ -526,5 +526,12 @@ fn compare_reads_gasnet_ex_labels_and_rotates_the_order_of_each_repeat() {
         !ours.trim_end().ends_with("| – |"),
         "no ratio to the peer: {ours}"
     );
+    // And the ratio taken within each repeat, over both repeats, is written for them.
+    let paired = std::fs::read_to_string(out.join("peer_ratios.csv")).unwrap();
+    let put = paired
+        .lines()
+        .find(|l| l.starts_with("loopback,gasnet-udp,latency,put latency,8,us,"))
+        .unwrap_or_else(|| panic!("{paired}"));
+    assert!(put.ends_with(",2"), "two repeats paired: {put}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -9,6 +9,7 @@
 //! each path's ratios are taken against figures measured in the same run.
 
 pub mod gasnet;
+pub mod paired;
 pub mod plot;
 pub mod runner;
 pub mod summary;
@@ -78,8 +79,9 @@ pub struct CompareArgs {
     /// testlarge, testbarrier whose binary is built].
     #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(BENCHES))]
     pub benches: Option<Vec<String>>,
-    /// Runs of every (benchmark, path).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Runs of every (benchmark, path). Five: with three, one slow spell of the VM in one
+    /// repeat moved a headline ratio by 10-20 % between two compare runs.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     pub repeats: u64,
     /// Iterations per measurement, passed to every benchmark (and to GASNet's).
     #[arg(short = 'i', long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
@@ -401,6 +403,11 @@ fn finish(
     write(&md_path, md.as_bytes())?;
     let csv_path = args.out.join("results.csv");
     write(&csv_path, summary::csv(&rows).as_bytes())?;
+    let paired_path = args.out.join("peer_ratios.csv");
+    write(
+        &paired_path,
+        paired::csv(&paired::paired_ratios(&samples)).as_bytes(),
+    )?;
     let json_path = args.out.join("results.json");
     let meta = [
         ("date_utc", date),
@@ -410,7 +417,7 @@ fn finish(
         ("max_size", args.max_size.to_string()),
     ];
     write(&json_path, summary::json(&rows, &meta, &skipped).as_bytes())?;
-    files.splice(0..0, [md_path, csv_path, json_path]);
+    files.splice(0..0, [md_path, csv_path, paired_path, json_path]);
     Ok(Outcome {
         rows,
         skipped,
@@ -488,7 +495,7 @@ mod tests {
             t.a.paths,
             vec![PathKind::Native, PathKind::Pshm, PathKind::Loopback]
         );
-        assert_eq!(t.a.repeats, 3);
+        assert_eq!(t.a.repeats, 5);
         assert_eq!(t.a.max_size, 1 << 20);
         let t = T::try_parse_from([
             "x",

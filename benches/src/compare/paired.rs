@@ -1,0 +1,204 @@
+//! Ratios of rgasnet's paths to GASNet's, taken repeat by repeat. Within a repeat, every path
+//! and peer runs each benchmark back to back (see the plan in [`super::run`]), so the figures
+//! of one repeat were measured on the same machine, seconds apart; across repeats the VM's
+//! speed moves by more than the conduits differ. The median of the per-repeat ratios cancels
+//! that drift, where the ratio of two medians (each side's median taken over its own repeats)
+//! keeps it: the verdict `compare` and `scripts/compare-agreement.sh` give is this one.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::summary::Sample;
+use crate::record::{Kind, Unit};
+use crate::stats::Spread;
+
+/// One figure of one of rgasnet's paths against the same figure of one peer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairedRatio {
+    /// rgasnet's path (`native`, `pshm`, ...).
+    pub ours: String,
+    /// The peer (`gasnet-udp`, `gasnet-smp`, ...).
+    pub peer: String,
+    /// Line shape.
+    pub kind: Kind,
+    /// What was measured.
+    pub figure: String,
+    /// Message size.
+    pub size: Option<u64>,
+    /// Unit of both figures.
+    pub unit: Unit,
+    /// `ours / peer` over the repeats in which both were measured.
+    pub ratio: Spread,
+}
+
+/// Whether `path` is one of GASNet's (a peer) rather than one of rgasnet's.
+fn is_peer(path: &str) -> bool {
+    path.starts_with("gasnet-")
+}
+
+/// For every figure that one of rgasnet's paths and a peer both printed in the same repeats
+/// (every pair of path and peer: the caller picks the pairs that mean something),
+/// the spread of `ours / peer` over those repeats. A figure printed twice in one run counts
+/// once (its first line); a peer figure of 0 gives no ratio. In the order the figures first
+/// appear, rgasnet's path first, then the peer.
+pub fn paired_ratios(samples: &[Sample]) -> Vec<PairedRatio> {
+    // (path, figure key) -> run -> first sample of that run.
+    let mut by: BTreeMap<(&str, String), BTreeMap<usize, &Sample>> = BTreeMap::new();
+    let mut order: Vec<(&str, String)> = Vec::new();
+    for s in samples {
+        let k = (s.path.as_str(), s.record.key());
+        let runs = by.entry(k.clone()).or_default();
+        if runs.is_empty() {
+            order.push(k);
+        }
+        runs.entry(s.run).or_insert(s);
+    }
+    let mut peers: Vec<&str> = order
+        .iter()
+        .map(|(p, _)| *p)
+        .filter(|p| is_peer(p))
+        .collect();
+    peers.sort_unstable();
+    peers.dedup();
+    let mut out = Vec::new();
+    for (ours, key) in order.iter().filter(|(p, _)| !is_peer(p)) {
+        let Some(our_runs) = by.get(&(*ours, key.clone())) else {
+            continue;
+        };
+        for peer in &peers {
+            let Some(peer_runs) = by.get(&(*peer, key.clone())) else {
+                continue;
+            };
+            let ratios: Vec<f64> = our_runs
+                .iter()
+                .filter_map(|(run, a)| {
+                    let b = peer_runs.get(run)?;
+                    (b.record.value > 0.0 && a.record.unit == b.record.unit)
+                        .then(|| a.record.value / b.record.value)
+                })
+                .collect();
+            let (Some(ratio), Some(first)) = (Spread::of(&ratios), our_runs.values().next()) else {
+                continue;
+            };
+            out.push(PairedRatio {
+                ours: (*ours).to_string(),
+                peer: (*peer).to_string(),
+                kind: first.record.kind,
+                figure: first.record.figure.clone(),
+                size: first.record.size,
+                unit: first.record.unit,
+                ratio,
+            });
+        }
+    }
+    out
+}
+
+/// Every paired ratio as CSV (`peer_ratios.csv`).
+pub fn csv(rows: &[PairedRatio]) -> String {
+    let mut s =
+        String::from("ours,peer,kind,figure,size,unit,ratio_median,ratio_min,ratio_max,runs\n");
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{},{},{},{}",
+            r.ours,
+            r.peer,
+            r.kind.name(),
+            r.figure,
+            r.size.map(|x| x.to_string()).unwrap_or_default(),
+            r.unit.name(),
+            r.ratio.median,
+            r.ratio.min,
+            r.ratio.max,
+            r.ratio.n,
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Record;
+
+    fn sample(path: &str, run: usize, figure: &str, value: f64) -> Sample {
+        Sample {
+            path: path.into(),
+            bench: "testam".into(),
+            run,
+            record: Record {
+                kind: Kind::Latency,
+                section: Some('A'),
+                rank: Some(0),
+                figure: figure.into(),
+                size: Some(8),
+                iters: Some(1000),
+                total_us: None,
+                value,
+                unit: Unit::Us,
+                bandwidth_mbs: None,
+            },
+        }
+    }
+
+    #[test]
+    fn ratios_are_taken_within_each_repeat_then_their_median() {
+        // The machine halves its speed in repeat 1: per repeat, rgasnet is 0.9 of udp each
+        // time, while the ratio of the two medians (4.5 / 4.0 = 1.125 on these numbers)
+        // would say the opposite.
+        let samples = [
+            sample("native", 0, "put latency", 4.5),
+            sample("gasnet-udp", 0, "put latency", 5.0),
+            sample("native", 1, "put latency", 9.0),
+            sample("gasnet-udp", 1, "put latency", 10.0),
+            sample("native", 2, "put latency", 3.6),
+            sample("gasnet-udp", 2, "put latency", 4.0),
+            // Only in one repeat on the peer: one ratio.
+            sample("native", 0, "get latency", 2.0),
+            sample("gasnet-udp", 1, "get latency", 1.0),
+            sample("native", 1, "get latency", 3.0),
+            // A peer figure of 0 gives none.
+            sample("pshm", 0, "AMShort ping-pong", 0.002),
+            sample("gasnet-smp", 0, "AMShort ping-pong", 0.0),
+        ];
+        let rows = paired_ratios(&samples);
+        let got: Vec<(&str, &str, &str, f64, usize)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.ours.as_str(),
+                    r.peer.as_str(),
+                    r.figure.as_str(),
+                    (r.ratio.median * 1000.0).round() / 1000.0,
+                    r.ratio.n,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("native", "gasnet-udp", "put latency", 0.9, 3),
+                ("native", "gasnet-udp", "get latency", 3.0, 1),
+            ]
+        );
+        let csv = csv(&rows);
+        assert_eq!(
+            csv.lines().next(),
+            Some("ours,peer,kind,figure,size,unit,ratio_median,ratio_min,ratio_max,runs")
+        );
+        assert!(csv.contains("\nnative,gasnet-udp,latency,put latency,8,us,0.9,"));
+    }
+
+    #[test]
+    fn a_figure_printed_twice_in_a_run_counts_once() {
+        let samples = [
+            sample("native", 0, "put latency", 2.0),
+            sample("native", 0, "put latency", 100.0),
+            sample("gasnet-udp", 0, "put latency", 4.0),
+        ];
+        let rows = paired_ratios(&samples);
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].ratio.median, rows[0].ratio.n), (0.5, 1));
+    }
+}
