@@ -15,8 +15,10 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -46,11 +48,23 @@ static int bound_socket(struct sockaddr_in *addr) {
     return fd;
 }
 
-/* Receives one datagram, busy-polling; 0 on success. */
+/* Receives one datagram, busy-polling; 0 on success, -1 on an error or when nothing came for
+ * WAIT_US (the other process stopped: neither side spins forever). */
+enum { WAIT_US = 5000000 };
 static int recv_one(int fd, char *buf) {
-    for (;;) {
+    double give_up = 0;
+    for (unsigned polls = 1;; polls++) {
         if (recv(fd, buf, MAX_DATAGRAM, MSG_DONTWAIT) >= 0) return 0;
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
+        if ((polls & 0xfff) == 0) {
+            /* The clock only every 4096 polls: it would lengthen every round otherwise. */
+            double t = now_us();
+            if (give_up == 0) give_up = t + WAIT_US;
+            if (t > give_up) {
+                errno = ETIMEDOUT;
+                return -1;
+            }
+        }
     }
 }
 
@@ -84,11 +98,14 @@ int main(int argc, char **argv) {
         perror("udp_size_rtt: socket");
         return 1;
     }
+    pid_t parent = getpid();
     pid_t child = fork();
     if (child < 0) {
         perror("udp_size_rtt: fork");
         return 1;
     }
+    /* The child goes with its parent (killed by a timeout, say) instead of polling on. */
+    if (child == 0 && (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)) return 1;
     int me = child == 0 ? 1 : 0;
     int sock = fd[me];
     const struct sockaddr *peer = (const struct sockaddr *)&addr[1 - me];

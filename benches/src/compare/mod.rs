@@ -336,7 +336,7 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome, CompareError> {
                     records.len(),
                     out.elapsed.as_secs_f64()
                 );
-                let peer = p.path.starts_with("gasnet-");
+                let peer = paired::is_peer(&p.path);
                 samples.extend(records.into_iter().map(|mut record| {
                     if peer {
                         record.figure = gasnet::canonical_figure(&p.bench, &record.figure);

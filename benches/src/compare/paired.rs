@@ -32,7 +32,7 @@ pub struct PairedRatio {
 }
 
 /// Whether `path` is one of GASNet's (a peer) rather than one of rgasnet's.
-fn is_peer(path: &str) -> bool {
+pub(crate) fn is_peer(path: &str) -> bool {
     path.starts_with("gasnet-")
 }
 

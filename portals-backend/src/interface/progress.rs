@@ -283,10 +283,7 @@ impl Interface {
                 return Ok(None);
             }
             if now < spin_until {
-                // No pause instruction here: every round makes a `recvfrom` system call, which
-                // leaves the core to a hyperthread sibling for longer than a pause would, and
-                // a pause (about 40 ns on recent x86) only lengthens the round, and with it
-                // the time until a datagram that arrives meanwhile is seen.
+                std::hint::spin_loop();
                 continue;
             }
             if now < poll_until {

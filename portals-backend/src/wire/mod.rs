@@ -229,10 +229,7 @@ impl AckFrame {
 
     /// Encoded length of this frame ([`write_ack`] may choose the short form).
     pub fn encoded_len(&self) -> usize {
-        if self.nranges == 0
-            && self.fence == 0
-            && self.cumulative.checked_sub(1) == Some(self.largest)
-        {
+        if self.nranges == 0 && ack0_says(self.cumulative, self.largest, self.fence) {
             return ACK0_FRAME_LEN;
         }
         ACK_FRAME_BASE + usize::from(self.nranges) * ACK_RANGE_LEN
@@ -731,6 +728,12 @@ pub fn write_ack(out: &mut Vec<u8>, ack: &AckFrame) {
     );
 }
 
+/// Whether an ACK0 frame says the same as an ACK without ranges of these fields: its largest
+/// is implied (`cumulative - 1`, so `cumulative` is at least 1) and its fence is 0.
+fn ack0_says(cumulative: u64, largest: u64, fence: u64) -> bool {
+    fence == 0 && cumulative.checked_sub(1) == Some(largest)
+}
+
 /// Appends an ACK frame made of its fields and the first [`MAX_SACK_RANGES`] of `ranges`
 /// (lowest first), without building an [`AckFrame`] (which is mostly its range array). An ack
 /// without ranges or fence whose largest is `cumulative - 1` (every ack of a peer that lost
@@ -744,7 +747,7 @@ pub fn write_ack_from(
     ranges: impl IntoIterator<Item = SackRange>,
 ) {
     let mut ranges = ranges.into_iter().peekable();
-    if fence == 0 && cumulative >= 1 && largest == cumulative - 1 && ranges.peek().is_none() {
+    if ranges.peek().is_none() && ack0_says(cumulative, largest, fence) {
         let mut b = [0u8; ACK0_FRAME_LEN];
         b[0] = FRAME_ACK0;
         b[1..9].copy_from_slice(&cumulative.to_le_bytes());
