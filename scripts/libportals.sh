@@ -16,8 +16,9 @@
 # -LDIR/install/lib -lportals -lpmi, run with rgasnetrun -n N ./prog (LD_LIBRARY_PATH, or
 # link with -Wl,-rpath).
 #
-# Environment: CARGO_TARGET_DIR (default <repo>/target), PROFILE (release or debug;
-# default release).
+# Environment: CARGO_TARGET_DIR (default <repo>/target), PROFILE (a cargo profile: release-lto,
+# release or debug; default release-lto, the profile with link-time optimisation across the
+# crates that Cargo.toml defines for the C libraries).
 set -euo pipefail
 tarball=${1:?usage: $0 TARBALL DIR}
 dir=${2:?usage: $0 TARBALL DIR}
@@ -25,7 +26,7 @@ dir=${2:?usage: $0 TARBALL DIR}
 root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
-profile=${PROFILE:-release}
+profile=${PROFILE:-release-lto}
 target=${CARGO_TARGET_DIR:-$root/target}
 if [ ! -f "$dir/src/include/portals4.h" ] || [ "$tarball" -nt "$dir/src/include/portals4.h" ]; then
     rm -rf "$dir/src"
@@ -33,8 +34,9 @@ if [ ! -f "$dir/src/include/portals4.h" ] || [ "$tarball" -nt "$dir/src/include/
     tar xzf "$tarball" -C "$dir/src" --strip-components=1
     touch "$dir/src/include/portals4.h"
 fi
-flag=()
-[ "$profile" = release ] && flag=(--release)
+# Cargo's name for the profile whose output goes to target/debug is "dev".
+flag=(--profile "$profile")
+[ "$profile" = debug ] && flag=(--profile dev)
 (cd "$root" && PORTALS4_INCLUDE="$dir/src/include" cargo build -q "${flag[@]}" \
     -p rgasnet-libportals -p rgasnet-libpmi -p rgasnet-launcher) ||
     { echo "libportals: cargo build failed" >&2; exit 1; }
