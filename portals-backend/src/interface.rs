@@ -65,6 +65,13 @@ const MAX_BLOCK: Duration = Duration::from_millis(5);
 /// Longest spin or poll budget [`Interface::set_polling`] takes (a longer one is cut to this).
 pub const MAX_POLL_BUDGET: Duration = Duration::from_secs(10);
 
+/// How much older than its pass the clock reading a send pass runs on may be before the
+/// pass's times are corrected (see [`State::clock`]). Within it, a frame's retransmission
+/// timer and its peer's silence clock start up to this much early (the retransmission
+/// timeout is at least 5 ms, the peer timeout seconds), and a round-trip sample grows by as
+/// much (the timeout stays at its floor).
+const SEND_CLOCK_SLACK: Duration = Duration::from_micros(200);
+
 static NEXT_INTERFACE_ID: AtomicU32 = AtomicU32::new(1);
 
 /// What one [`Interface::progress_holding`] round saw.
@@ -93,8 +100,9 @@ struct State {
     /// Calls into the interface so far (under the lock, so a plain counter): the background
     /// thread acts only when it has not moved for a whole period.
     calls: u64,
-    /// The clock reading of the last progress round, which a spinning waiter reuses instead
-    /// of reading the clock again (its deadlines are microseconds to seconds away).
+    /// The last clock reading: that of the last progress round (which a spinning waiter
+    /// reuses instead of reading the clock again: its deadlines are microseconds to seconds
+    /// away), or the one after the last send pass (see [`State::clock`]).
     round_start: Instant,
     /// When the last datagram arrived (any call's): the poll budget of a wait
     /// ([`Interface::set_polling`]) runs from here, so that a caller that waits in slices
@@ -135,6 +143,31 @@ impl std::fmt::Debug for Interface {
 
 fn io_err(call: &'static str) -> impl FnOnce(io::Error) -> PtlError {
     move |source| PtlError::Io { call, source }
+}
+
+impl State {
+    /// The clock reading an operation's send pass (pump and transmit) runs on: the last one
+    /// taken, not a new one. Nothing the pass puts on the wire depends on the time (only the
+    /// transport's timers and round-trip samples do), so the reading that would cost 20–45
+    /// ns before the `sendto` is taken after it instead ([`State::clock_after_send`]), while
+    /// the datagram is on its way; in a ping-pong that is a round trip's largest single
+    /// saving on the send path (#28: 1.254 → 1.240 × raw UDP, benches/perf/libportals.md).
+    fn clock(&self) -> Instant {
+        self.round_start
+    }
+
+    /// Ends a send pass that ran on `stale` ([`State::clock`]): reads the clock for the next
+    /// one, and when `stale` was more than [`SEND_CLOCK_SLACK`] old (the program computed
+    /// between its calls), moves the times the pass stamped with it to the new reading
+    /// ([`crate::transport::Transport::restamp`]), so that no timer starts early by the
+    /// time the program spent outside the library.
+    fn clock_after_send(&mut self, stale: Instant) {
+        let fresh = Instant::now();
+        self.round_start = fresh;
+        if fresh.saturating_duration_since(stale) > SEND_CLOCK_SLACK {
+            self.stack.transport.restamp(stale, fresh);
+        }
+    }
 }
 
 impl Interface {
@@ -251,10 +284,11 @@ impl Interface {
     ) -> PtlResult<T> {
         let mut st = self.lock();
         let r = f(&mut st.stack.engine);
-        let now = Instant::now();
+        let now = st.clock();
         if !answering {
             st.stack.pump(now);
             self.transmit(&mut st, now);
+            st.clock_after_send(now);
             return r;
         }
         let answered = st.stack.pump_answer(now);
@@ -262,6 +296,7 @@ impl Interface {
         if answered.is_some_and(|peer| st.stack.release_after_send(now, peer)) {
             self.transmit(&mut st, now);
         }
+        st.clock_after_send(now);
         r
     }
 
@@ -331,7 +366,7 @@ impl Interface {
             written(&staged)?;
         }
         st.stack.engine.put(args)?;
-        let now = Instant::now();
+        let now = st.clock();
         // The pieces can stand in only for a message that leaves whole, now, in one gathered
         // datagram to another interface: any other fragment, or a message to this interface
         // (joined from the region while pumping), reads the region, so it is written first.
@@ -351,6 +386,7 @@ impl Interface {
         }
         st.stack.pump(now);
         self.transmit_staged(&mut st, now, whole.then_some(&staged));
+        st.clock_after_send(now);
         if whole {
             // After the datagram left (or was queued behind a closed window): a
             // retransmission, or a first transmission that had to wait, reads the region.

@@ -758,4 +758,6 @@ impl Transport {
 #[cfg(test)]
 mod narrow_window_tests;
 #[cfg(test)]
+mod restamp_tests;
+#[cfg(test)]
 mod tests;

@@ -66,6 +66,11 @@ impl PeerTable {
         &self.slots
     }
 
+    /// [`PeerTable::all`], to change them.
+    pub(super) fn all_mut(&mut self) -> &mut [Peer] {
+        &mut self.slots
+    }
+
     /// The peer at `id`, if known.
     pub(super) fn by_id(&self, id: PhysId) -> Option<&Peer> {
         self.find(id).and_then(|slot| self.slots.get(slot))

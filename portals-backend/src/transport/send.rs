@@ -177,6 +177,26 @@ impl SendState {
         self.queued_bytes
     }
 
+    /// Moves the times a send pass wrote at `stale` (frames sent, the retransmission timer
+    /// it armed, the start of the silence clock) to `fresh`: the pass ran on a clock reading
+    /// that turned out older than the pass (see `Transport::restamp`). Times equal to `stale`
+    /// written before the pass move too, later by `fresh - stale`: a timer that much late,
+    /// never early. O(frames in flight), for a rare path.
+    pub(crate) fn restamp(&mut self, stale: Instant, fresh: Instant) {
+        let mut moved = false;
+        for sent in self.inflight.iter_mut().filter(|s| s.sent_at == stale) {
+            sent.sent_at = fresh;
+            moved = true;
+        }
+        let armed_at_stale = Some(stale + self.rtt.rto(self.backoff));
+        if moved && self.rto_deadline == armed_at_stale {
+            self.rto_deadline = Some(fresh + self.rtt.rto(self.backoff));
+        }
+        if self.last_progress == stale {
+            self.last_progress = fresh;
+        }
+    }
+
     pub(crate) fn push(&mut self, now: Instant, data: OutMessage) {
         if !self.outstanding() {
             // The peer-silence clock starts when there is something to be silent about.

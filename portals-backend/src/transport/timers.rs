@@ -50,6 +50,24 @@ impl Transport {
         }
     }
 
+    /// Corrects a send pass that ran on a clock reading (`stale`) older than the pass: what
+    /// it stamped at `stale` — frames sent, the retransmission timers it armed, the silence
+    /// clocks it started — is moved to `fresh`, read after the pass, so that no frame is
+    /// retransmitted early and no peer is declared silent early for the time the reading
+    /// was old. (A driver may run a pass on its last reading to keep the clock off a send's
+    /// path, and read the clock after the datagrams left.) The ack delay that the pass's
+    /// acks reported stays understated by up to `fresh - stale`: their peer's round-trip
+    /// sample from them grows by as much, as if the ack had come later. Timers registered
+    /// earlier fire early, find nothing due and re-register (see `reschedule`).
+    pub fn restamp(&mut self, stale: Instant, fresh: Instant) {
+        if fresh <= stale {
+            return;
+        }
+        for peer in self.peers.all_mut() {
+            peer.send.restamp(stale, fresh);
+        }
+    }
+
     pub(super) fn fail_peer(&mut self, slot: usize, now: Instant) {
         let Some(peer) = self.peers.get_mut(slot) else {
             return;
