@@ -33,11 +33,14 @@ done
 (cd "$root" && cargo build -q --release -p rgasnet-bench -p rgasnet-launcher) ||
     { echo "ab-gasnet-conduits.sh: cargo build failed" >&2; exit 1; }
 
-# Arguments of each benchmark: iterations and sizes that keep one run to a few seconds.
+# Arguments of each benchmark on a path: iterations and sizes that keep one run to a few
+# seconds. An 8-byte put or get over shared memory takes 1-3 ns: a million of them make the
+# printed total (whole microseconds) precise to a thousandth of a nanosecond each, where the
+# printed average (thousandths of a microsecond) is whole nanoseconds.
 args_of() {
     case $1 in
         testam) echo "2000 8" ;;
-        testsmall) echo "4000 8" ;;
+        testsmall) if [ "$2" = shm ]; then echo "1000000 8"; else echo "4000 8"; fi ;;
         testlarge) echo "200 1048576" ;;
         testbarrier) echo "5000" ;;
     esac
@@ -46,7 +49,7 @@ args_of() {
 # run CONDUIT PATH TEST: prints the benchmark's output.
 run() {
     local c=$1 path=$2 t=$3 a
-    a=$(args_of "$t")
+    a=$(args_of "$t" "$path")
     local env=(GASNET_SUPERNODE_MAXSIZE=$([ "$path" = net ] && echo 1 || echo 0))
     case $c in
         rgasnet) (cd "$build/rgasnet-conduit" && env "${env[@]}" timeout 300 ./contrib/gasnetrun_rgasnet -n 2 "./$t" $a) ;;
@@ -57,19 +60,27 @@ run() {
             pshm=$([ "$path" = net ] && echo 0 || echo 1)
             case $t in
                 testam) RGASNET_PSHM=$pshm timeout 300 "$bin/rgasnetrun" -n 2 "$bin/testam" -i 2000 --max-size 8 --sections AB --no-baseline ;;
-                testsmall) RGASNET_PSHM=$pshm timeout 300 "$bin/rgasnetrun" -n 2 "$bin/testsmall" -i 4000 --max-size 8 --no-baseline ;;
+                testsmall) RGASNET_PSHM=$pshm timeout 300 "$bin/rgasnetrun" -n 2 "$bin/testsmall" -i "$(args_of testsmall "$path" | cut -d' ' -f1)" --max-size 8 --no-baseline ;;
             esac ;;
     esac 2>&1
 }
 
-# Headline figures of one output: "name value" lines.
+# Headline figures of one output: "name value" lines. Put and get latencies are the printed
+# total over the iterations (see args_of), not the rounded average.
 extract() {
     awk '
+        function per_op(   i, iters, total) {
+            for (i = 1; i <= NF; i++) {
+                if ($i == "iters,") iters = $(i-1)
+                if ($i == "total,") total = $(i-2)
+            }
+            return sprintf("%.6f", total / iters)
+        }
         /AMShort +ping-pong roundtrip ReqRep:/ { print "am_short_us", $(NF-1) }
         /^B: +8 AMMedium +ping-pong roundtrip ReqRep:/ { print "am_medium8_us", $(NF-3) }
         /^ *8 +AMMedium +ping-pong roundtrip ReqRep/ { print "am_medium8_us", $(NF-3) }
-        / 8 byte .*\((PutBlocking|put) latency\)/ { for (i = 1; i <= NF; i++) if ($i == "ave.") print "put8_us", $(i-2) }
-        / 8 byte .*\((GetBlocking|get) latency\)/ { for (i = 1; i <= NF; i++) if ($i == "ave.") print "get8_us", $(i-2) }
+        / 8 byte .*\((PutBlocking|put) latency\)/ { print "put8_us", per_op() }
+        / 8 byte .*\((GetBlocking|get) latency\)/ { print "get8_us", per_op() }
         / 1048576 byte .*\(PutBlocking throughput\)/ { for (i = 1; i <= NF; i++) if ($i == "KB/sec") print "put1m_MBps", $(i-1) / 1000 }
         / 1048576 byte .*\(GetBlocking throughput\)/ { for (i = 1; i <= NF; i++) if ($i == "KB/sec") print "get1m_MBps", $(i-1) / 1000 }
         /Avg Named Barrier latency:/ { print "barrier_us", $(NF-1) }
