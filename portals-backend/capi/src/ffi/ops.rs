@@ -74,38 +74,40 @@ fn with_bound_md<T>(
     op(ni, md).map(Some)
 }
 
-/// The arguments of a put of `length` bytes at `local_offset` of `md` on `ni`.
-#[allow(clippy::too_many_arguments)]
-fn put_args_on(
-    ni: &Ni,
-    md: rgasnet_portals::engine::MdHandle,
+/// Runs `op` on the NI, engine MD and local offset of an operation on `length` bytes at
+/// `local_offset` of an MD: for a bound MD under the library's read lock
+/// ([`with_bound_md`]), for a window after binding a piece over those bytes ([`md_of`]).
+fn on_md<T>(
+    md_handle: u32,
     local_offset: u64,
     length: u64,
-    ack_req: c::ptl_ack_req_t,
-    target_id: c::ptl_process_t,
-    (pt_index, match_bits, remote_offset): (u32, u64, u64),
-    user_ptr: *mut c_void,
-    hdr_data: u64,
-) -> Result<PutArgs, Code> {
-    Ok(PutArgs {
-        md,
-        local_offset,
-        length,
-        ack_req: cv::ack_req(ack_req).ok_or(ARG_INVALID)?,
-        remote: RemoteAddr {
-            target: target(ni, target_id),
-            pt_index,
-            match_bits,
-            remote_offset,
-        },
-        user_ptr: user_ptr as u64,
-        hdr_data,
-    })
+    op: impl Fn(&Ni, rgasnet_portals::engine::MdHandle, u64) -> Result<T, Code>,
+) -> Result<T, Code> {
+    if let Some(done) = with_bound_md(md_handle, |ni, md| op(ni, md, local_offset))? {
+        return Ok(done);
+    }
+    let (ni, md, local_offset) = md_of(md_handle, local_offset, length)?;
+    op(&ni, md, local_offset)
 }
 
-/// The arguments of a put.
+/// The target of an operation: `target_id` as `ni` addresses, and the portal table entry,
+/// match bits and offset there.
+fn remote_addr(
+    ni: &Ni,
+    target_id: c::ptl_process_t,
+    (pt_index, match_bits, remote_offset): (u32, u64, u64),
+) -> RemoteAddr {
+    RemoteAddr {
+        target: target(ni, target_id),
+        pt_index,
+        match_bits,
+        remote_offset,
+    }
+}
+
+/// Runs `op` on the NI and the arguments of a put (see [`on_md`]).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn put_args(
+pub(super) fn put_args<T>(
     md_handle: u32,
     local_offset: u64,
     length: u64,
@@ -114,20 +116,27 @@ pub(super) fn put_args(
     remote: (u32, u64, u64),
     user_ptr: *mut c_void,
     hdr_data: u64,
-) -> Result<(Ni, PutArgs), Code> {
-    let (ni, md, local_offset) = md_of(md_handle, local_offset, length)?;
-    let args = put_args_on(
-        &ni,
-        md,
-        local_offset,
-        length,
-        ack_req,
-        target_id,
-        remote,
-        user_ptr,
-        hdr_data,
-    )?;
-    Ok((ni, args))
+    op: impl Fn(&Ni, PutArgs) -> Result<T, Code>,
+) -> Result<T, Code> {
+    let ack_req = cv::ack_req(ack_req).ok_or(ARG_INVALID)?;
+    on_md(md_handle, local_offset, length, |ni, md, local_offset| {
+        let args = PutArgs {
+            md,
+            local_offset,
+            length,
+            ack_req,
+            remote: remote_addr(ni, target_id, remote),
+            user_ptr: user_ptr as u64,
+            hdr_data,
+        };
+        op(ni, args)
+    })
+}
+
+/// An NI of the caller's own, and the arguments, for an operation kept past the call (a
+/// triggered one) or completed out of the library's lock.
+pub(super) fn owned<A>(ni: &Ni, args: A) -> Result<(Ni, A), Code> {
+    Ok((ni.clone(), args))
 }
 
 /// Sends `length` bytes at `local_offset` of an MD to a target's portal table entry.
@@ -146,24 +155,7 @@ pub extern "C" fn PtlPut(
 ) -> c_int {
     guard("PtlPut", || {
         let remote = (pt_index, match_bits, remote_offset);
-        let bound = with_bound_md(md_handle, |ni, md| {
-            let args = put_args_on(
-                ni,
-                md,
-                local_offset,
-                length,
-                ack_req,
-                target_id,
-                remote,
-                user_ptr,
-                hdr_data,
-            )?;
-            ni.put(&args).map_err(fail)
-        })?;
-        if let Some(done) = bound {
-            return Ok(done);
-        }
-        let (ni, args) = put_args(
+        put_args(
             md_handle,
             local_offset,
             length,
@@ -172,47 +164,31 @@ pub extern "C" fn PtlPut(
             remote,
             user_ptr,
             hdr_data,
-        )?;
-        ni.put(&args).map_err(fail)
+            |ni, args| ni.put(&args).map_err(fail),
+        )
     })
 }
 
-/// The arguments of a get of `length` bytes into `local_offset` of `md` on `ni`.
-fn get_args_on(
-    ni: &Ni,
-    md: rgasnet_portals::engine::MdHandle,
-    local_offset: u64,
-    length: u64,
-    target_id: c::ptl_process_t,
-    (pt_index, match_bits, remote_offset): (u32, u64, u64),
-    user_ptr: *mut c_void,
-) -> GetArgs {
-    GetArgs {
-        md,
-        local_offset,
-        length,
-        remote: RemoteAddr {
-            target: target(ni, target_id),
-            pt_index,
-            match_bits,
-            remote_offset,
-        },
-        user_ptr: user_ptr as u64,
-    }
-}
-
-/// The arguments of a get.
-pub(super) fn get_args(
+/// Runs `op` on the NI and the arguments of a get (see [`on_md`]).
+pub(super) fn get_args<T>(
     md_handle: u32,
     local_offset: u64,
     length: u64,
     target_id: c::ptl_process_t,
     remote: (u32, u64, u64),
     user_ptr: *mut c_void,
-) -> Result<(Ni, GetArgs), Code> {
-    let (ni, md, local_offset) = md_of(md_handle, local_offset, length)?;
-    let args = get_args_on(&ni, md, local_offset, length, target_id, remote, user_ptr);
-    Ok((ni, args))
+    op: impl Fn(&Ni, GetArgs) -> Result<T, Code>,
+) -> Result<T, Code> {
+    on_md(md_handle, local_offset, length, |ni, md, local_offset| {
+        let args = GetArgs {
+            md,
+            local_offset,
+            length,
+            remote: remote_addr(ni, target_id, remote),
+            user_ptr: user_ptr as u64,
+        };
+        op(ni, args)
+    })
 }
 
 /// Fetches `length` bytes from a target's portal table entry into an MD.
@@ -229,15 +205,15 @@ pub extern "C" fn PtlGet(
 ) -> c_int {
     guard("PtlGet", || {
         let remote = (pt_index, match_bits, remote_offset);
-        let bound = with_bound_md(md_handle, |ni, md| {
-            let args = get_args_on(ni, md, local_offset, length, target_id, remote, user_ptr);
-            ni.get(&args).map_err(fail)
-        })?;
-        if let Some(done) = bound {
-            return Ok(done);
-        }
-        let (ni, args) = get_args(md_handle, local_offset, length, target_id, remote, user_ptr)?;
-        ni.get(&args).map_err(fail)
+        get_args(
+            md_handle,
+            local_offset,
+            length,
+            target_id,
+            remote,
+            user_ptr,
+            |ni, args| ni.get(&args).map_err(fail),
+        )
     })
 }
 
@@ -263,6 +239,7 @@ pub(super) fn atomic_args(
         (pt_index, match_bits, remote_offset),
         user_ptr,
         hdr_data,
+        owned,
     )?;
     let a = AtomicArgs {
         md: args.md,

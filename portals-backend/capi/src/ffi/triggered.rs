@@ -1,7 +1,7 @@
 //! Triggered operations: each `PtlTriggered*` builds its operation as the plain call would
 //! and hands it to the engine to hold on the trigger CT ([`rgasnet_portals::engine::triggered`]).
 
-use super::ops::{atomic_args, fetch_args, get_args, put_args};
+use super::ops::{atomic_args, fetch_args, get_args, owned, put_args};
 use super::*;
 use rgasnet_portals::engine::triggered::TriggeredOp;
 
@@ -47,6 +47,7 @@ pub extern "C" fn PtlTriggeredPut(
             remote,
             user_ptr,
             hdr_data,
+            owned,
         )?;
         hold(&ni, trig_ct_handle, threshold, TriggeredOp::Put(args))
     })
@@ -68,7 +69,15 @@ pub extern "C" fn PtlTriggeredGet(
 ) -> c_int {
     guard("PtlTriggeredGet", || {
         let remote = (pt_index, match_bits, remote_offset);
-        let (ni, args) = get_args(md_handle, local_offset, length, target_id, remote, user_ptr)?;
+        let (ni, args) = get_args(
+            md_handle,
+            local_offset,
+            length,
+            target_id,
+            remote,
+            user_ptr,
+            owned,
+        )?;
         hold(&ni, trig_ct_handle, threshold, TriggeredOp::Get(args))
     })
 }
