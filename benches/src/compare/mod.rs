@@ -83,8 +83,12 @@ pub struct CompareArgs {
     /// repeat moved a headline ratio by 10-20 % between two compare runs.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     pub repeats: u64,
-    /// Iterations per measurement, passed to every benchmark (and to GASNet's).
-    #[arg(short = 'i', long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Iterations per measurement, passed to every benchmark (and to GASNet's). 3000: at 500
+    /// an 8-byte latency or a barrier was measured over 1-2 ms, which one preemption on a
+    /// shared VM moves by tens of percent (two compare runs then disagreed by 10-15 % on the
+    /// 8-byte get and the barrier); at 3000 two runs agreed within 5 % on every headline
+    /// (`scripts/compare-agreement.sh`, benches/README.md), at about 5 minutes a run.
+    #[arg(short = 'i', long, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(1..))]
     pub iters: u64,
     /// Largest message size of the sweeps (K/M/G suffixes).
     #[arg(long, default_value = "1M", value_parser = crate::opts::parse_size)]
