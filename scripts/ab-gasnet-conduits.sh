@@ -69,11 +69,14 @@ run() {
 # total over the iterations (see args_of), not the rounded average.
 extract() {
     awk '
-        function per_op(   i, iters, total) {
+        function per_op(   i, iters, total, ave) {
             for (i = 1; i <= NF; i++) {
                 if ($i == "iters,") iters = $(i-1)
                 if ($i == "total,") total = $(i-2)
+                if ($i == "ave.") ave = $(i-2)
             }
+            # A line without a count or total (not seen so far): its rounded average.
+            if (iters + 0 <= 0 || total == "") return ave
             return sprintf("%.6f", total / iters)
         }
         /AMShort +ping-pong roundtrip ReqRep:/ { print "am_short_us", $(NF-1) }

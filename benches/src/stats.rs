@@ -44,6 +44,11 @@ pub struct Spread {
 }
 
 impl Spread {
+    /// `median,min,max,n`: the four CSV columns of a spread (`compare`'s CSV files).
+    pub fn csv_fields(&self) -> String {
+        format!("{},{},{},{}", self.median, self.min, self.max, self.n)
+    }
+
     /// The spread of `v`; `None` when empty.
     pub fn of(v: &[f64]) -> Option<Spread> {
         let median = median_f64(v)?;

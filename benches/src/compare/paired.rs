@@ -101,17 +101,14 @@ pub fn csv(rows: &[PairedRatio]) -> String {
     for r in rows {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{}",
             r.ours,
             r.peer,
             r.kind.name(),
             r.figure,
             r.size.map(|x| x.to_string()).unwrap_or_default(),
             r.unit.name(),
-            r.ratio.median,
-            r.ratio.min,
-            r.ratio.max,
-            r.ratio.n,
+            r.ratio.csv_fields(),
         );
     }
     s

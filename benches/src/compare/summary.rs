@@ -231,17 +231,14 @@ pub fn csv(rows: &[Row]) -> String {
             .map(|(_, v)| comparable(r) / v);
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{}",
             r.path,
             r.bench,
             r.kind.name(),
             r.figure,
             r.size.map(|x| x.to_string()).unwrap_or_default(),
             r.unit.name(),
-            r.value.median,
-            r.value.min,
-            r.value.max,
-            r.value.n,
+            r.value.csv_fields(),
             opt(r.bandwidth_mbs.map(|b| b.median)),
             opt(ratio)
         );

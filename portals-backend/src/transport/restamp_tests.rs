@@ -4,16 +4,10 @@
 //! Each test has a control that leaves the pass uncorrected and sees the early timer, so that
 //! the test shows what the correction changes.
 
+use super::tests::id;
 use super::*;
 
 const KEY: u64 = 0x2e57;
-
-fn id(pid: u32) -> PhysId {
-    PhysId {
-        nid: 0x7f00_0001,
-        pid,
-    }
-}
 
 fn sender(t0: Instant, peer_timeout: Duration) -> Transport {
     let c = TransportConfig {
@@ -134,17 +128,4 @@ fn a_corrected_pass_declares_a_silent_peer_failed_one_timeout_after_the_fresh_re
         failed - fresh
     );
     assert!(t.is_failed(id(2)));
-}
-
-#[test]
-fn restamping_to_an_earlier_or_equal_reading_changes_nothing() {
-    let t0 = Instant::now();
-    let stale = t0 + Duration::from_secs(1);
-    let rto = TransportConfig::default().initial_rto;
-    let mut t = one_put(t0, Duration::from_secs(3600), stale, Some(stale));
-    t.restamp(stale, stale - Duration::from_millis(10));
-    assert_eq!(
-        datagrams_at(&mut t, stale + rto + Duration::from_millis(1)),
-        1
-    );
 }

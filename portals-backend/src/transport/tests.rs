@@ -6,7 +6,8 @@ use crate::sim::{run_until_quiescent, RunLimits, SimConfig, SimNetwork, SimNode}
 
 const KEY: u64 = 0xC0FFEE;
 
-fn id(pid: u32) -> PhysId {
+/// A peer on 127.0.0.1 (shared by the transport's test modules).
+pub(super) fn id(pid: u32) -> PhysId {
     PhysId {
         nid: 0x7f00_0001,
         pid,

@@ -59,7 +59,7 @@ impl Transport {
     /// acks reported stays understated by up to `fresh - stale`: their peer's round-trip
     /// sample from them grows by as much, as if the ack had come later. Timers registered
     /// earlier fire early, find nothing due and re-register (see `reschedule`).
-    pub fn restamp(&mut self, stale: Instant, fresh: Instant) {
+    pub(crate) fn restamp(&mut self, stale: Instant, fresh: Instant) {
         if fresh <= stale {
             return;
         }
