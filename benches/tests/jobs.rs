@@ -535,3 +535,57 @@ fn compare_reads_gasnet_ex_labels_and_rotates_the_order_of_each_repeat() {
     assert!(put.ends_with(",2"), "two repeats paired: {put}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn compare_runs_barriers_ten_times_the_iterations_for_rgasnet_and_gasnet_alike() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("rgasnet-compare-bar-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let gasnet = dir.join("gasnet");
+    std::fs::create_dir_all(&gasnet).unwrap();
+    // GASNet's udp testbarrier stand-in refuses any iteration count but 10 x `-i`.
+    let fake = gasnet.join("testbarrier-udp");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\n\
+         [ \"$1\" = 2 ] && [ \"$2\" = 50 ] && [ $# = 2 ] || { echo \"bad launch: $*\" >&2; exit 1; }\n\
+         echo 'Total time:    0.001 sec  Avg Named Barrier latency:   13.601 us'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    rgasnetrun();
+    let out = dir.join("out");
+    let bin_dir = PathBuf::from(env!("CARGO_BIN_EXE_testbarrier"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let o = Command::new(env!("CARGO_BIN_EXE_rgasnet-bench"))
+        .args(["compare", "--paths", "loopback", "--benches", "testbarrier"])
+        .args(["--repeats", "1", "-i", "5", "--no-plots"])
+        .arg("--out")
+        .arg(&out)
+        .arg("--bin-dir")
+        .arg(&bin_dir)
+        .arg("--gasnet")
+        .arg(&gasnet)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(
+        md.contains("| Named Barrier |  | gasnet-udp | 13.6 |"),
+        "the peer ran with 50 iterations: {md}"
+    );
+    assert!(
+        md.contains("Iterations: 5 per measurement, 50 per barrier benchmark."),
+        "{md}"
+    );
+    // rgasnet's testbarrier got the same count.
+    let ours = md
+        .lines()
+        .find(|l| l.contains("testbarrier -i "))
+        .unwrap_or_else(|| panic!("{md}"));
+    assert!(ours.contains("testbarrier -i 50 "), "{ours}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
