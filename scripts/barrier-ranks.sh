@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Barriers among many ranks of one host (issue 26): rgasnet's `testbarrier` against GASNet-EX's
+# on smp-conduit (shared memory) and udp-conduit (network), alternating within every round
+# (rgasnet first in odd rounds, the peer first in even ones), for each rank count in turn.
+# Prints every run's named-barrier latency, then per path and rank count the medians and the
+# median of the per-round ratios rgasnet / GASNet.
+#
+#   scripts/barrier-ranks.sh GASNET_BUILD_DIR [ROUNDS] [RANKS...]     (default 7 rounds; 2 4 8 16)
+#
+# GASNET_BUILD_DIR: the `build` folder of scripts/gasnet-ex.sh (its smp-conduit/ and
+# udp-conduit/ hold `testbarrier`; built here if missing).
+# PATHS: "shm" (default), "net", or "shm net". SHM_ITERS (default 100000: at 20000, 8 and 16
+# crowded ranks measured up to 1.6 x slower per barrier, a run's start weighing on its
+# average), NET_ITERS (rgasnet, default 2000) and UDP_ITERS (udp-conduit, whose oversubscribed
+# barrier takes tens of ms; default 200) set the barriers per run.
+# BIN_DIR: where rgasnetrun and testbarrier are (default target/release, built when cargo is
+# at hand): a machine without a toolchain gets stripped copies carried there.
+# The many-core figures of the issue (16 ranks on 16 cores) need a machine with that many
+# cores; on this 2-vCPU VM every count above 2 is oversubscribed.
+set -euo pipefail
+if [ $# -lt 1 ]; then
+    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+fi
+gasnet=$(cd "$1" && pwd)
+shift
+rounds=${1:-7}
+[ $# -gt 0 ] && shift
+ranks=("$@")
+[ ${#ranks[@]} -gt 0 ] || ranks=(2 4 8 16)
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=${BIN_DIR:-$root/target/release}
+paths=${PATHS:-shm}
+if [ -z "${BIN_DIR:-}" ] && command -v cargo >/dev/null; then
+    (cd "$root" && cargo build -q --release -p rgasnet-bench -p rgasnet-launcher)
+fi
+for f in rgasnetrun testbarrier; do
+    [ -x "$bin/$f" ] || { echo "barrier-ranks.sh: $bin/$f missing (build it, or set BIN_DIR)" >&2; exit 2; }
+done
+for c in smp udp; do
+    case " $paths " in *" $([ $c = smp ] && echo shm || echo net) "*) ;; *) continue ;; esac
+    [ -x "$gasnet/$c-conduit/testbarrier" ] || make -s -C "$gasnet/$c-conduit" testbarrier >/dev/null ||
+        { echo "barrier-ranks.sh: no testbarrier for $c-conduit in $gasnet" >&2; exit 2; }
+done
+
+# Named-barrier latency (us) from a testbarrier's output (rgasnet's and GASNet's print alike).
+named() { awk '/Avg Named Barrier latency:/ { print $(NF-1); found = 1 } END { exit !found }'; }
+# run SIDE PATH RANKS: one run's named-barrier latency.
+run() {
+    local side=$1 path=$2 n=$3 out
+    if [ "$side" = rgasnet ]; then
+        local pshm=1 iters=${SHM_ITERS:-100000}
+        [ "$path" = net ] && pshm=0 iters=${NET_ITERS:-2000}
+        out=$(RGASNET_PSHM=$pshm timeout 600 "$bin/rgasnetrun" -n "$n" "$bin/testbarrier" -i "$iters" 2>&1)
+    elif [ "$path" = shm ]; then
+        out=$(cd "$gasnet/smp-conduit" && GASNET_PSHM_NODES=$n timeout 600 ./testbarrier "${SHM_ITERS:-100000}" 2>&1)
+    else
+        out=$(cd "$gasnet/udp-conduit" && GASNET_SPAWNFN=L GASNET_SUPERNODE_MAXSIZE=1 \
+            timeout 600 ./testbarrier "$n" "${UDP_ITERS:-200}" 2>&1)
+    fi || { echo "barrier-ranks.sh: $side $path $n ranks failed:" >&2; echo "$out" | tail -10 >&2; return 1; }
+    echo "$out" | named || { echo "barrier-ranks.sh: no named-barrier line from $side $path $n ranks" >&2; return 1; }
+}
+
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+for path in $paths; do
+    peer=$([ "$path" = shm ] && echo smp || echo udp)
+    for n in "${ranks[@]}"; do
+        for r in $(seq 1 "$rounds"); do
+            order=(rgasnet "$peer")
+            [ $((r % 2)) -eq 0 ] && order=("$peer" rgasnet)
+            for side in "${order[@]}"; do
+                v=$(run "$side" "$path" "$n")
+                echo "$path $n round $r $side $v us"
+                echo "$path $n $r $side $v" >>"$results"
+            done
+        done
+    done
+done
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
+echo "Named barrier, medians of $rounds alternating rounds (us; ratio: median of per-round rgasnet / peer)"
+printf '%-5s %6s %12s %12s %8s\n' path ranks rgasnet peer ratio
+for path in $paths; do
+    for n in "${ranks[@]}"; do
+        ours=$(awk -v p="$path" -v n="$n" '$1 == p && $2 == n && $4 == "rgasnet" { print $5 }' "$results" | median)
+        theirs=$(awk -v p="$path" -v n="$n" '$1 == p && $2 == n && $4 != "rgasnet" { print $5 }' "$results" | median)
+        ratio=$(awk -v p="$path" -v n="$n" '$1 == p && $2 == n { v[$3, $4 == "rgasnet"] = $5 }
+            END { for (k in v) { split(k, a, SUBSEP); r = a[1]
+                      if (a[2] == 1 && ((r, 0) in v) && v[r, 0] > 0) print v[r, 1] / v[r, 0] } }' "$results" | median)
+        printf '%-5s %6s %12s %12s %8.3f\n' "$path" "$n" "$ours" "$theirs" "$ratio"
+    done
+done
