@@ -26,6 +26,7 @@ impl Engine {
     /// adds 1 to the failure count.
     pub(super) fn count(&mut self, ct: CtHandle, ok: bool, bytes: Option<u64>) {
         if let Ok(c) = self.cts.get_mut("count", ct) {
+            self.stats.counts += 1;
             if ok {
                 c.value.success = c.value.success.wrapping_add(bytes.unwrap_or(1));
             } else {

@@ -324,6 +324,10 @@ pub struct EngineStats {
     pub unexpected_dropped: u64,
     /// Events posted to event queues (a driver can tell from it that a message produced work).
     pub events_posted: u64,
+    /// Operations counted on counting events (CTs), successes and failures alike: with
+    /// [`EngineStats::events_posted`] and [`EngineStats::immediates_received`], what tells a
+    /// driver that a message changed something a waiter can observe.
+    pub counts: u64,
     /// Operations failed because their peer was declared failed.
     pub undeliverable: u64,
     /// [`crate::types::AckReq::Confirmed`] operations completed by the transport's

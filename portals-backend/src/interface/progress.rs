@@ -12,6 +12,14 @@ use super::{
 use crate::engine::{Engine, ImmediateBatch, NiHandle};
 use crate::error::PtlResult;
 
+/// What a waiter can observe of the engine: events posted, operations counted, immediate
+/// messages received. A message that leaves all three unchanged is answered by nobody local.
+#[inline(always)]
+fn observable(engine: &Engine) -> (u64, u64, u64) {
+    let s = engine.stats();
+    (s.events_posted, s.counts, s.immediates_received)
+}
+
 impl Interface {
     /// One round of progress: run timers, receive what is waiting (up to a batch), transmit.
     /// Returns whether any datagram arrived.
@@ -83,6 +91,7 @@ impl Interface {
                 continue;
             }
             let delivered = stack.transport.stats().messages_delivered;
+            let seen = observable(&stack.engine);
             stack.handle_datagram(now, from, rx.get(..len).unwrap_or_default());
             let stats = stack.transport.stats();
             let message = stats.messages_delivered != delivered;
@@ -99,6 +108,14 @@ impl Interface {
                 stack.pump(now);
             }
             if transmit {
+                if message && stack.has_soon_acks() && observable(&stack.engine) == seen {
+                    // A message that posted no event, counted nothing and brought no
+                    // immediate (a put or get on a list entry without either) is one the
+                    // caller will not answer: the ack its sender waits on leaves now, in this
+                    // transmit, not after the caller's check — as a holding round does below.
+                    // An idle put target measured 0.3-0.4 us more per put without this.
+                    stack.release_soon_acks(now);
+                }
                 self.transmit(st, now);
             }
             if message {
