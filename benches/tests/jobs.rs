@@ -367,62 +367,82 @@ fn bad_arguments_are_reported_not_run() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("rgasnetrun"));
 }
 
+/// A fresh scratch directory for a compare test (removed first if a run before left it).
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rgasnet-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Writes an executable shell script at `path` (a stand-in for one of GASNet's programs).
+fn fake_program(path: &std::path::Path, script: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, script).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Runs `rgasnet-bench compare` with `args`, the benchmarks next to `bench` and GASNet's in
+/// `gasnet`, writing to `out`; asserts it succeeded and returns its standard error.
+fn compare_with(
+    bench: &str,
+    gasnet: &std::path::Path,
+    out: &std::path::Path,
+    args: &[&str],
+) -> String {
+    rgasnetrun();
+    let bin_dir = PathBuf::from(bench).parent().unwrap().to_path_buf();
+    let o = Command::new(env!("CARGO_BIN_EXE_rgasnet-bench"))
+        .arg("compare")
+        .args(args)
+        .args(["--no-plots", "--out"])
+        .arg(out)
+        .arg("--bin-dir")
+        .arg(&bin_dir)
+        .arg("--gasnet")
+        .arg(gasnet)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{stderr}");
+    stderr
+}
+
 #[test]
 fn compare_runs_rgasnet_and_a_gasnet_peer_and_reports_what_is_missing() {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = std::env::temp_dir().join(format!("rgasnet-compare-e2e-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = scratch("compare-e2e");
     let gasnet = dir.join("gasnet");
-    std::fs::create_dir_all(&gasnet).unwrap();
     // A stand-in for GASNet's udp testam: insists on being launched the way GASNet launches
     // udp jobs (GASNET_SPAWNFN=L, node count first, then iters and maxsz) and prints
     // GASNet's line shapes.
-    let fake = gasnet.join("testam-udp");
-    std::fs::write(
-        &fake,
+    fake_program(
+        &gasnet.join("testam-udp"),
         "#!/bin/sh\n\
          [ \"$GASNET_SPAWNFN\" = L ] && [ \"$1\" = 2 ] && [ \"$2\" = 5 ] && [ \"$3\" = 8 ] || { echo \"bad launch: $*\" >&2; exit 1; }\n\
          echo '   Msg Sz  Description                             Total time   Avg. time   Bandwidth'\n\
          echo 'A:         AMShort     ping-pong roundtrip ReqRep:  0.000 sec   40.000 us'\n\
          echo 'B:       8 AMMedium    ping-pong roundtrip ReqRep:  0.000 sec   50.000 us    0.001 MB/s'\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    rgasnetrun();
+    );
     let out = dir.join("out");
-    let bin_dir = PathBuf::from(env!("CARGO_BIN_EXE_testam"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let o = Command::new(env!("CARGO_BIN_EXE_rgasnet-bench"))
-        .args([
-            "compare",
+    let stderr = compare_with(
+        env!("CARGO_BIN_EXE_testam"),
+        &gasnet,
+        &out,
+        &[
             "--paths",
             "loopback",
             "--benches",
             "testam,testbarrier",
             "--repeats",
             "1",
-        ])
-        .args([
             "-i",
             "5",
             "--max-size",
             "8",
-            "--no-plots",
             "--bench-args",
             "--no-baseline",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .arg("--bin-dir")
-        .arg(&bin_dir)
-        .arg("--gasnet")
-        .arg(&gasnet)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stderr}");
+        ],
+    );
     // Progress names every job; each benchmark runs on every path and peer back to back.
     assert!(
         stderr.contains("[1/3] testam on loopback (run 1 of 1) ... "),
@@ -464,41 +484,34 @@ fn compare_runs_rgasnet_and_a_gasnet_peer_and_reports_what_is_missing() {
 
 #[test]
 fn compare_reads_gasnet_ex_labels_and_rotates_the_order_of_each_repeat() {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = std::env::temp_dir().join(format!("rgasnet-compare-ex-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = scratch("compare-ex");
     // A build tree (`<conduit>-conduit/<test>`) whose udp testsmall prints GASNet-EX's labels.
-    let conduit = dir.join("gasnet").join("udp-conduit");
-    std::fs::create_dir_all(&conduit).unwrap();
-    let fake = conduit.join("testsmall");
-    std::fs::write(
-        &fake,
+    fake_program(
+        &dir.join("gasnet").join("udp-conduit").join("testsmall"),
         "#!/bin/sh\n\
          echo 'A:  0 -          8 byte :       5 iters, latency        100 us total,    20.000 us ave. (PutBlocking latency)'\n\
          echo 'A:  0 -          8 byte :       5 iters, latency        110 us total,    22.000 us ave. (GetBlocking latency)'\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    rgasnetrun();
+    );
     let out = dir.join("out");
-    let bin_dir = PathBuf::from(env!("CARGO_BIN_EXE_testsmall"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let o = Command::new(env!("CARGO_BIN_EXE_rgasnet-bench"))
-        .args(["compare", "--paths", "loopback", "--benches", "testsmall"])
-        .args(["--repeats", "2", "-i", "5", "--max-size", "8", "--no-plots"])
-        .args(["--bench-args", "--no-baseline"])
-        .arg("--out")
-        .arg(&out)
-        .arg("--bin-dir")
-        .arg(&bin_dir)
-        .arg("--gasnet")
-        .arg(dir.join("gasnet"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stderr}");
+    let stderr = compare_with(
+        env!("CARGO_BIN_EXE_testsmall"),
+        &dir.join("gasnet"),
+        &out,
+        &[
+            "--paths",
+            "loopback",
+            "--benches",
+            "testsmall",
+            "--repeats",
+            "2",
+            "-i",
+            "5",
+            "--max-size",
+            "8",
+            "--bench-args",
+            "--no-baseline",
+        ],
+    );
     // Each repeat runs the path and the peer back to back; the second starts with the peer.
     for line in [
         "[1/4] testsmall on loopback (run 1 of 2)",
@@ -538,40 +551,31 @@ fn compare_reads_gasnet_ex_labels_and_rotates_the_order_of_each_repeat() {
 
 #[test]
 fn compare_runs_barriers_ten_times_the_iterations_for_rgasnet_and_gasnet_alike() {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = std::env::temp_dir().join(format!("rgasnet-compare-bar-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = scratch("compare-bar");
     let gasnet = dir.join("gasnet");
-    std::fs::create_dir_all(&gasnet).unwrap();
     // GASNet's udp testbarrier stand-in refuses any iteration count but 10 x `-i`.
-    let fake = gasnet.join("testbarrier-udp");
-    std::fs::write(
-        &fake,
+    fake_program(
+        &gasnet.join("testbarrier-udp"),
         "#!/bin/sh\n\
          [ \"$1\" = 2 ] && [ \"$2\" = 50 ] && [ $# = 2 ] || { echo \"bad launch: $*\" >&2; exit 1; }\n\
          echo 'Total time:    0.001 sec  Avg Named Barrier latency:   13.601 us'\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    rgasnetrun();
+    );
     let out = dir.join("out");
-    let bin_dir = PathBuf::from(env!("CARGO_BIN_EXE_testbarrier"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let o = Command::new(env!("CARGO_BIN_EXE_rgasnet-bench"))
-        .args(["compare", "--paths", "loopback", "--benches", "testbarrier"])
-        .args(["--repeats", "1", "-i", "5", "--no-plots"])
-        .arg("--out")
-        .arg(&out)
-        .arg("--bin-dir")
-        .arg(&bin_dir)
-        .arg("--gasnet")
-        .arg(&gasnet)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stderr}");
+    compare_with(
+        env!("CARGO_BIN_EXE_testbarrier"),
+        &gasnet,
+        &out,
+        &[
+            "--paths",
+            "loopback",
+            "--benches",
+            "testbarrier",
+            "--repeats",
+            "1",
+            "-i",
+            "5",
+        ],
+    );
     let md = std::fs::read_to_string(out.join("results.md")).unwrap();
     assert!(
         md.contains("| Named Barrier |  | gasnet-udp | 13.6 |"),

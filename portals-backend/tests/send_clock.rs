@@ -7,9 +7,9 @@
 
 use std::time::{Duration, Instant};
 
-use rgasnet_portals::interface::{Interface, InterfaceConfig, Ni};
+use rgasnet_portals::interface::{InterfaceConfig, Ni};
 use rgasnet_portals::transport::TransportConfig;
-use rgasnet_portals::udp::{UdpConfig, UdpEndpoint};
+use rgasnet_portals::udp::UdpConfig;
 use rgasnet_portals::Region;
 
 mod common;
@@ -29,11 +29,7 @@ fn quiet() -> Ni {
         background_progress: None,
         ..config(T)
     };
-    let ep = UdpEndpoint::bind(&UdpConfig::default()).unwrap();
-    Interface::new(cfg, Box::new(ep))
-        .unwrap()
-        .ni_init(KIND, None)
-        .unwrap()
+    open_configured(&UdpConfig::default(), cfg)
 }
 
 #[test]

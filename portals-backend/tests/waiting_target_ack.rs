@@ -9,10 +9,10 @@
 
 use std::time::{Duration, Instant};
 
-use rgasnet_portals::engine::{EqGet, EqHandle, MeSpec};
-use rgasnet_portals::interface::{Interface, InterfaceConfig, Ni};
-use rgasnet_portals::types::{AckReq, EventKind, ListKind, MeOptions, ProcessId, PtOptions};
-use rgasnet_portals::udp::{UdpConfig, UdpEndpoint};
+use rgasnet_portals::engine::{EqGet, EqHandle};
+use rgasnet_portals::interface::{InterfaceConfig, Ni};
+use rgasnet_portals::types::{AckReq, EventKind, MeOptions, PtOptions};
+use rgasnet_portals::udp::UdpConfig;
 use rgasnet_portals::Region;
 
 mod common;
@@ -28,11 +28,7 @@ fn quiet() -> Ni {
         background_progress: None,
         ..config(T)
     };
-    let ep = UdpEndpoint::bind(&UdpConfig::default()).unwrap();
-    Interface::new(cfg, Box::new(ep))
-        .unwrap()
-        .ni_init(KIND, None)
-        .unwrap()
+    open_configured(&UdpConfig::default(), cfg)
 }
 
 /// Whether the initiator got its put's ACK event within `window` (making progress on it).
@@ -51,26 +47,6 @@ fn ack_arrives(initiator: &Ni, eq: EqHandle, window: Duration) -> bool {
     false
 }
 
-/// The target's portal 0 with one entry over `sink` with `options`, counting on a new CT
-/// when `counted`.
-fn entry(ni: &Ni, sink: &Region, options: MeOptions, counted: bool) {
-    let eq = ni.eq_alloc(8).unwrap();
-    assert_eq!(ni.pt_alloc(PtOptions::empty(), Some(eq), 0).unwrap(), 0);
-    let spec = MeSpec {
-        region: sink.clone(),
-        offset: 0,
-        length: sink.len() as u64,
-        ct: counted.then(|| ni.ct_alloc().unwrap()),
-        uid: UID,
-        options: options | MeOptions::EVENT_LINK_DISABLE,
-        match_id: ProcessId::ANY_PHYS,
-        match_bits: BITS,
-        ignore_bits: 0,
-        min_free: 0,
-    };
-    ni.me_append(0, spec, ListKind::Priority, 0x7a).unwrap();
-}
-
 /// Puts 8 bytes with a confirmed acknowledgement from a fresh initiator to a fresh target
 /// whose list entry has `options` (and a counter when `counted`); the target waits in `wait_for` until the bytes landed and
 /// then, still inside its check, watches for the initiator's ACK. Returns whether the ACK
@@ -79,7 +55,8 @@ fn ack_before_the_targets_check(options: MeOptions, counted: bool) -> bool {
     let target_ni = quiet();
     let initiator = quiet();
     let sink = Region::new(64);
-    entry(&target_ni, &sink, options, counted);
+    let ct = counted.then(|| target_ni.ct_alloc().unwrap());
+    target_counted(&target_ni, &sink, options, PtOptions::empty(), ct);
     let src = Region::from_bytes(&[0x5a; 8]);
     let eq = initiator.eq_alloc(8).unwrap();
     let smd = md(&initiator, &src, Some(eq));

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use rgasnet_portals::engine::{EqGet, EqHandle, GetArgs, MdSpec, MeSpec, PutArgs, RemoteAddr};
+use rgasnet_portals::engine::{
+    CtHandle, EqGet, EqHandle, GetArgs, MdSpec, MeSpec, PutArgs, RemoteAddr,
+};
 use rgasnet_portals::interface::{Interface, InterfaceConfig, Ni};
 use rgasnet_portals::transport::TransportConfig;
 use rgasnet_portals::types::{
@@ -42,8 +44,13 @@ pub(crate) fn config(peer_timeout: Duration) -> InterfaceConfig {
 }
 
 pub(crate) fn open_with(udp: &UdpConfig, peer_timeout: Duration) -> Ni {
+    open_configured(udp, config(peer_timeout))
+}
+
+/// An NI of [`KIND`] on a new interface with `cfg`, bound as `udp` says.
+pub(crate) fn open_configured(udp: &UdpConfig, cfg: InterfaceConfig) -> Ni {
     let ep = UdpEndpoint::bind(udp).unwrap();
-    let iface = Interface::new(config(peer_timeout), Box::new(ep)).unwrap();
+    let iface = Interface::new(cfg, Box::new(ep)).unwrap();
     iface.ni_init(KIND, None).unwrap()
 }
 
@@ -97,13 +104,24 @@ pub(crate) fn target_on(
     options: MeOptions,
     pt_options: PtOptions,
 ) -> EqHandle {
+    target_counted(ni, region, options, pt_options, None)
+}
+
+/// [`target_on`] whose entry counts on `ct`.
+pub(crate) fn target_counted(
+    ni: &Ni,
+    region: &Region,
+    options: MeOptions,
+    pt_options: PtOptions,
+    ct: Option<CtHandle>,
+) -> EqHandle {
     let eq = ni.eq_alloc(64).unwrap();
     assert_eq!(ni.pt_alloc(pt_options, Some(eq), 0).unwrap(), 0);
     let spec = MeSpec {
         region: region.clone(),
         offset: 0,
         length: region.len() as u64,
-        ct: None,
+        ct,
         uid: UID,
         options: options | MeOptions::EVENT_LINK_DISABLE,
         match_id: ProcessId::ANY_PHYS,
