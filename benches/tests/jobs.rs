@@ -367,6 +367,23 @@ fn bad_arguments_are_reported_not_run() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("rgasnetrun"));
 }
 
+/// The text of `name` in compare's output folder `out`.
+fn read(out: &std::path::Path, name: &str) -> String {
+    std::fs::read_to_string(out.join(name)).unwrap()
+}
+
+/// Asserts that `text` contains `part`, showing `text` when it does not.
+fn assert_has(text: &str, part: &str) {
+    assert!(text.contains(part), "no {part:?} in:\n{text}");
+}
+
+/// The first line of `text` that contains `part` (the test fails without one).
+fn line_of<'a>(text: &'a str, part: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.contains(part))
+        .unwrap_or_else(|| panic!("no line with {part:?} in:\n{text}"))
+}
+
 /// A fresh scratch directory for a compare test (removed first if a run before left it).
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("rgasnet-{name}-{}", std::process::id()));
@@ -456,29 +473,21 @@ fn compare_runs_rgasnet_and_a_gasnet_peer_and_reports_what_is_missing() {
         stderr.contains("[3/3] testbarrier on loopback (run 1 of 1) ... "),
         "{stderr}"
     );
-    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
-    assert!(md.contains("| vs gasnet-udp |"), "{md}");
-    assert!(
-        md.contains(
-            "| AMShort ping-pong roundtrip ReqRep |  | gasnet-udp | 40.0 | 40.0–40.0 | us |"
-        ),
-        "{md}"
+    let md = read(&out, "results.md");
+    assert_has(&md, "| vs gasnet-udp |");
+    assert_has(
+        &md,
+        "| AMShort ping-pong roundtrip ReqRep |  | gasnet-udp | 40.0 | 40.0–40.0 | us |",
     );
     // The partial peer: testbarrier was asked for but GASNet's is missing.
-    assert!(
-        md.contains("- gasnet-udp: testbarrier not found in"),
-        "{md}"
+    assert_has(&md, "- gasnet-udp: testbarrier not found in");
+    let csv = read(&out, "results.csv");
+    assert_has(
+        &csv,
+        "\ngasnet-udp,testam,am,AMMedium ping-pong roundtrip ReqRep,8,us,50,50,50,1,",
     );
-    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
-    assert!(
-        csv.contains("\ngasnet-udp,testam,am,AMMedium ping-pong roundtrip ReqRep,8,us,50,50,50,1,"),
-        "{csv}"
-    );
-    let json = std::fs::read_to_string(out.join("results.json")).unwrap();
-    assert!(
-        json.contains("\"skipped\": [\"gasnet-udp: testbarrier not found"),
-        "{json}"
-    );
+    let json = read(&out, "results.json");
+    assert_has(&json, "\"skipped\": [\"gasnet-udp: testbarrier not found");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -522,29 +531,17 @@ fn compare_reads_gasnet_ex_labels_and_rotates_the_order_of_each_repeat() {
         assert!(stderr.contains(line), "{line}: {stderr}");
     }
     // GASNet-EX's labels land on rgasnet's rows, so the peer column fills.
-    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
-    assert!(
-        md.contains("| put latency | 8 | gasnet-udp | 20.0 |"),
-        "{md}"
-    );
-    assert!(
-        md.contains("| get latency | 8 | gasnet-udp | 22.0 |"),
-        "{md}"
-    );
-    let ours = md
-        .lines()
-        .find(|l| l.starts_with("| put latency | 8 | loopback |"))
-        .unwrap_or_else(|| panic!("{md}"));
+    let md = read(&out, "results.md");
+    assert_has(&md, "| put latency | 8 | gasnet-udp | 20.0 |");
+    assert_has(&md, "| get latency | 8 | gasnet-udp | 22.0 |");
+    let ours = line_of(&md, "| put latency | 8 | loopback |");
     assert!(
         !ours.trim_end().ends_with("| – |"),
         "no ratio to the peer: {ours}"
     );
     // And the ratio taken within each repeat, over both repeats, is written for them.
-    let paired = std::fs::read_to_string(out.join("peer_ratios.csv")).unwrap();
-    let put = paired
-        .lines()
-        .find(|l| l.starts_with("loopback,gasnet-udp,latency,put latency,8,us,"))
-        .unwrap_or_else(|| panic!("{paired}"));
+    let paired = read(&out, "peer_ratios.csv");
+    let put = line_of(&paired, "loopback,gasnet-udp,latency,put latency,8,us,");
     assert!(put.ends_with(",2"), "two repeats paired: {put}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -576,20 +573,15 @@ fn compare_runs_barriers_ten_times_the_iterations_for_rgasnet_and_gasnet_alike()
             "5",
         ],
     );
-    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
-    assert!(
-        md.contains("| Named Barrier |  | gasnet-udp | 13.6 |"),
-        "the peer ran with 50 iterations: {md}"
-    );
-    assert!(
-        md.contains("Iterations: 5 per measurement, 50 per barrier benchmark."),
-        "{md}"
+    let md = read(&out, "results.md");
+    // The peer's figure is there, so it ran (with 50 iterations: it refuses any other count).
+    assert_has(&md, "| Named Barrier |  | gasnet-udp | 13.6 |");
+    assert_has(
+        &md,
+        "Iterations: 5 per measurement, 50 per barrier benchmark.",
     );
     // rgasnet's testbarrier got the same count.
-    let ours = md
-        .lines()
-        .find(|l| l.contains("testbarrier -i "))
-        .unwrap_or_else(|| panic!("{md}"));
+    let ours = line_of(&md, "testbarrier -i ");
     assert!(ours.contains("testbarrier -i 50 "), "{ours}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -103,8 +103,10 @@ pub struct CompareArgs {
     /// benchmarks run `BARRIER_ITERS_SCALE` times as many, see [`bench_iters`]). 3000: at 500
     /// an 8-byte latency or a barrier was measured over 1-2 ms, which one preemption on a
     /// shared VM moves by tens of percent (two compare runs then disagreed by 10-15 % on the
-    /// 8-byte get and the barrier); at 3000 two runs agreed within 5 % on every headline
-    /// (`scripts/compare-agreement.sh`, benches/README.md), at about 5 minutes a run.
+    /// 8-byte get and the barrier); at 3000, with the barriers at ten times that, two runs
+    /// agreed within 10 % on every headline in each check since (`scripts/compare-agreement.sh`,
+    /// benches/README.md), at 5-6 minutes a run of the native and pshm paths against GASNet's
+    /// udp and smp conduits.
     #[arg(short = 'i', long, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(1..))]
     pub iters: u64,
     /// Largest message size of the sweeps (K/M/G suffixes).

@@ -91,7 +91,8 @@ impl Interface {
                 continue;
             }
             let delivered = stack.transport.stats().messages_delivered;
-            let seen = observable(&stack.engine);
+            // Only a transmitting round asks (a holding round releases such acks below).
+            let seen = transmit.then(|| observable(&stack.engine));
             stack.handle_datagram(now, from, rx.get(..len).unwrap_or_default());
             let stats = stack.transport.stats();
             let message = stats.messages_delivered != delivered;
@@ -108,7 +109,7 @@ impl Interface {
                 stack.pump(now);
             }
             if transmit {
-                if message && stack.has_soon_acks() && observable(&stack.engine) == seen {
+                if message && stack.has_soon_acks() && Some(observable(&stack.engine)) == seen {
                     // A message that posted no event, counted nothing and brought no
                     // immediate (a put or get on a list entry without either) is one the
                     // caller will not answer: the ack its sender waits on leaves now, in this
