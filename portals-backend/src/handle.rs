@@ -30,6 +30,18 @@ impl<T> Handle<T> {
     pub fn to_bits(&self) -> u64 {
         (u64::from(self.generation) << 32) | u64::from(self.index)
     }
+    /// The same handle typed as a handle of `U`: for a table that stands in for another
+    /// kind's (a Portals library's objects behind the native engine's handle types). Its
+    /// owner, index and generation still check it against the table that issued it.
+    #[cfg_attr(not(feature = "ref-impl"), allow(dead_code))]
+    pub(crate) fn retype<U>(self) -> Handle<U> {
+        Handle {
+            owner: self.owner,
+            index: self.index,
+            generation: self.generation,
+            _kind: PhantomData,
+        }
+    }
 }
 
 // Manual impls: derive would require `T: Clone` etc.

@@ -13,7 +13,9 @@ use portals4_sys as ffi;
 use crate::error::{PtlError, PtlResult};
 use crate::types::{Addressing, Matching, NiKind, NiLimits, PhysId};
 
+mod flags;
 pub mod memory;
+pub mod ni;
 pub mod ops;
 
 // Values of portals4.h macros that bindgen cannot evaluate (casts, enum shifts); they are the

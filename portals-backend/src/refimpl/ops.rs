@@ -20,8 +20,8 @@ use crate::types::{
 };
 
 // portals4.h's handle constants (casts bindgen does not evaluate).
-const EQ_NONE: ffi::ptl_handle_eq_t = 0x3fff_ffff;
-const CT_NONE: ffi::ptl_handle_ct_t = 0x5fff_ffff;
+pub(super) const EQ_NONE: ffi::ptl_handle_eq_t = 0x3fff_ffff;
+pub(super) const CT_NONE: ffi::ptl_handle_ct_t = 0x5fff_ffff;
 const UID_ANY: ffi::ptl_uid_t = 0xffff_ffff;
 const PT_ANY: ffi::ptl_pt_index_t = 0xffff_ffff;
 const NID_ANY: ffi::ptl_nid_t = 0xffff;
@@ -96,7 +96,7 @@ pub struct RefLe<'a> {
 
 /// The C bits of `value` through `table`; an error naming `call` if `value` has a flag the
 /// table does not map.
-fn bits<F>(call: &'static str, value: F, table: &[(F, u32)]) -> PtlResult<u32>
+pub(super) fn bits<F>(call: &'static str, value: F, table: &[(F, u32)]) -> PtlResult<u32>
 where
     F: Copy + std::fmt::Debug + std::ops::BitOr<Output = F> + PartialEq + FlagSet,
 {
@@ -118,7 +118,7 @@ where
 }
 
 /// The two option sets' common operations (`bitflags` types).
-trait FlagSet {
+pub(super) trait FlagSet {
     fn empty() -> Self;
     fn has(&self, other: Self) -> bool;
 }
@@ -126,6 +126,15 @@ trait FlagSet {
 impl FlagSet for MeOptions {
     fn empty() -> Self {
         MeOptions::empty()
+    }
+    fn has(&self, other: Self) -> bool {
+        self.contains(other)
+    }
+}
+
+impl FlagSet for PtOptions {
+    fn empty() -> Self {
+        PtOptions::empty()
     }
     fn has(&self, other: Self) -> bool {
         self.contains(other)
@@ -173,7 +182,7 @@ fn le_bits(o: MeOptions) -> PtlResult<u32> {
     )
 }
 
-fn md_bits(o: MdOptions) -> PtlResult<u32> {
+pub(super) fn md_bits(o: MdOptions) -> PtlResult<u32> {
     bits(
         "PtlMDBind",
         o,
@@ -199,7 +208,7 @@ fn md_bits(o: MdOptions) -> PtlResult<u32> {
     )
 }
 
-fn ack_code(a: AckReq) -> PtlResult<ffi::ptl_ack_req_t> {
+pub(super) fn ack_code(a: AckReq) -> PtlResult<ffi::ptl_ack_req_t> {
     Ok(match a {
         AckReq::None => ffi::PTL_NO_ACK_REQ,
         AckReq::Ack => ffi::PTL_ACK_REQ,
@@ -214,7 +223,7 @@ fn ack_code(a: AckReq) -> PtlResult<ffi::ptl_ack_req_t> {
     } as ffi::ptl_ack_req_t)
 }
 
-fn phys(p: PhysId) -> ffi::ptl_process_t {
+pub(super) fn phys(p: PhysId) -> ffi::ptl_process_t {
     ffi::ptl_process_t {
         phys: ffi::ptl_process_t__bindgen_ty_1 {
             nid: p.nid,
@@ -224,7 +233,7 @@ fn phys(p: PhysId) -> ffi::ptl_process_t {
 }
 
 /// The C form of a process id (a rank on a logical NI, a physical id on a physical one).
-fn process(p: ProcessId) -> ffi::ptl_process_t {
+pub(super) fn process(p: ProcessId) -> ffi::ptl_process_t {
     match p {
         ProcessId::Rank(r) => ffi::ptl_process_t { rank: r },
         ProcessId::Phys(id) => phys(id),
@@ -232,7 +241,7 @@ fn process(p: ProcessId) -> ffi::ptl_process_t {
 }
 
 /// The engine's form of a library event on an NI of `addressing`.
-fn event(e: &ffi::ptl_event_t, addressing: Addressing) -> PtlResult<Event> {
+pub(super) fn event(e: &ffi::ptl_event_t, addressing: Addressing) -> PtlResult<Event> {
     const KINDS: [EventKind; 16] = [
         EventKind::Get,
         EventKind::GetOverflow,
