@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use rgasnet_launcher::Bootstrap;
 use rgasnet_portals::engine::{EqHandle, LeSpec, MdHandle, MdSpec, MeHandle, MeSpec};
-use rgasnet_portals::interface::Ni;
 use rgasnet_portals::pool::RegionPool;
+use rgasnet_portals::AnyNi;
 use rgasnet_portals::{
     Addressing, ListKind, Matching, MdOptions, MeOptions, NiKind, PhysId, ProcessId, PtOptions,
     Region, UID_ANY,
@@ -91,8 +91,8 @@ pub(crate) struct Inner {
     pub(crate) config: Config,
     pub(crate) rank: u32,
     pub(crate) size: u32,
-    pub(crate) am_ni: Ni,
-    pub(crate) rma_ni: Ni,
+    pub(crate) am_ni: AnyNi,
+    pub(crate) rma_ni: AnyNi,
     pub(crate) peers: Vec<PhysId>,
     /// The ranks sharing memory with this one (this rank included; only itself without PSHM).
     pub(crate) supernode: Vec<u32>,
@@ -103,6 +103,9 @@ pub(crate) struct Inner {
     pub(crate) polling: crate::config::Polling,
     pub(crate) attached: OnceLock<Attached>,
     pub(crate) stats: crate::stats::Counters,
+    /// Operations the send path keeps unacknowledged at once: `RGASNET_PORTALS_MAX_INFLIGHT`
+    /// over a Portals library, unbounded (`usize::MAX`) on the native engine.
+    pub(crate) inflight_cap: usize,
 }
 
 /// A process's membership in an rgasnet job. Cheap to clone; `Send + Sync`, so any number of
@@ -136,33 +139,39 @@ impl Client {
         if config.verbose_env && boot.rank() == 0 {
             eprint!("{}", config.describe());
         }
-        if config.portals == crate::config::PortalsEngine::Reference {
-            return Err(InitError::NoReferenceEngine);
-        }
-        let iface = net::open_interface(&config, &boot)?;
         let logical = |matching| NiKind {
             matching,
             addressing: Addressing::Logical,
         };
-        let am_ni = iface.ni_init(logical(Matching::Matching), None)?;
-        let rma_ni = iface.ni_init(logical(Matching::NoMatching), None)?;
-        let (peers, hosts) = exchange_addresses(&boot, iface.phys_id())?;
+        let (am_ni, rma_ni) = net::open_nis(
+            &config,
+            &boot,
+            logical(Matching::Matching),
+            logical(Matching::NoMatching),
+        )?;
+        let (peers, hosts) = exchange_addresses(&boot, am_ni.get_phys_id()?)?;
         net::check_reachable(boot.rank(), &peers, &hosts)?;
         am_ni.set_map(&peers)?;
         rma_ni.set_map(&peers)?;
+        net::connect_in_turn(&boot, [&am_ni, &rma_ni])?;
         let supernode = supernode_of(&config, &boot, &hosts);
         let polling = net::wait_polling(&config, boot.rank(), &hosts);
-        iface.set_polling(polling.spin, polling.budget);
+        am_ni.set_polling(polling.spin, polling.budget);
         // Shared memory covers a rank (itself included) only in a supernode of several.
         let net_peers = supernode.len() <= 1 || supernode.len() < boot.size() as usize;
         if net_peers {
             // Acknowledgements to remote peers also go out while the application is away.
             // Without remote peers nothing needs it, and its wake-ups would only take the
             // core of a rank spinning on shared memory.
-            iface.start_background_progress(
+            am_ni.start_background_progress(
                 rgasnet_portals::interface::DEFAULT_BACKGROUND_PROGRESS,
             )?;
         }
+        let inflight_cap = if am_ni.native().is_some() {
+            usize::MAX
+        } else {
+            config.portals_max_inflight
+        };
         let client = Client {
             inner: Arc::new(Inner {
                 rank: boot.rank(),
@@ -177,6 +186,7 @@ impl Client {
                 supernode,
                 attached: OnceLock::new(),
                 stats: Default::default(),
+                inflight_cap,
             }),
         };
         crate::finish::quiesce_at_main_exit(&client.inner);
@@ -219,12 +229,12 @@ impl Client {
     }
 
     /// The matching NI (AM traffic) — for layers built on the client.
-    pub fn am_ni(&self) -> &Ni {
+    pub fn am_ni(&self) -> &AnyNi {
         &self.inner.am_ni
     }
 
     /// The non-matching NI whose list entry covers the segment (extended API).
-    pub fn rma_ni(&self) -> &Ni {
+    pub fn rma_ni(&self) -> &AnyNi {
         &self.inner.rma_ni
     }
 
@@ -445,7 +455,7 @@ impl Client {
         if let Some(left) = self.inner.node_peer_left(rank) {
             return left;
         }
-        let iface = self.inner.am_ni.interface();
+        let iface = &self.inner.am_ni;
         // The count also covers peers that only said their program ended; `peer_left` waits
         // for the `Leaving`, which comes after everything the rank sent has arrived.
         iface.departures() > 0
@@ -596,7 +606,10 @@ impl Client {
 
 /// The list entry that serves `segment` to put and get on the non-matching NI: the target
 /// sees nothing unless something fails.
-fn rma_segment_entry(rma_ni: &Ni, segment: &Region) -> Result<MeHandle, rgasnet_portals::PtlError> {
+fn rma_segment_entry(
+    rma_ni: &AnyNi,
+    segment: &Region,
+) -> Result<MeHandle, rgasnet_portals::PtlError> {
     rma_ni.le_append(
         RMA_PT,
         LeSpec {

@@ -31,6 +31,14 @@ pub const PSHM: &str = "RGASNET_PSHM";
 pub const PSHM_BARRIER: &str = "RGASNET_PSHM_BARRIER";
 /// `RGASNET_PORTALS`: which Portals engine, `native` (default) or `ref`.
 pub const PORTALS: &str = "RGASNET_PORTALS";
+/// `RGASNET_PORTALS_MAX_INFLIGHT`: over a Portals library (`RGASNET_PORTALS=ref`), the active
+/// messages (and pieces of Long payloads) a rank keeps unacknowledged at once, 1 to 65536
+/// (default 8). Sandia's reference implementation loses acknowledgements (and some puts)
+/// when more than about 32 puts wait for theirs (`tests/src/bin/ref_flood.rs` shows it), and with the
+/// replies that handlers send past the bound, 16 was still too many for four threads per
+/// rank; a send past the bound polls until one is acknowledged. Replies sent from handlers, which cannot wait, go
+/// past it. The native engine has no such bound.
+pub const PORTALS_MAX_INFLIGHT: &str = "RGASNET_PORTALS_MAX_INFLIGHT";
 /// `RGASNET_PEER_TIMEOUT`: seconds a silent peer is waited for before its operations fail
 /// (default 30).
 pub const PEER_TIMEOUT: &str = "RGASNET_PEER_TIMEOUT";
@@ -186,6 +194,9 @@ pub struct Config {
     pub verbose_env: bool,
     /// Which Portals engine.
     pub portals: PortalsEngine,
+    /// Active messages kept unacknowledged at once over a Portals library
+    /// ([`PORTALS_MAX_INFLIGHT`]).
+    pub portals_max_inflight: usize,
     /// Seconds before a silent peer's operations fail.
     pub peer_timeout_secs: u64,
     /// Seconds a send waits for room before a warning (0: never).
@@ -303,6 +314,8 @@ impl Config {
                 _ => Err("expected `native` or `ref`".into()),
             }
         })?;
+        let portals_max_inflight =
+            r.get(PORTALS_MAX_INFLIGHT, 8usize, |v| parse_count(v, 1, 1 << 16))?;
         let peer_timeout_secs = r.get(PEER_TIMEOUT, 30u64, |v| {
             Ok(parse_count(v, 1, 86_400)? as u64)
         })?;
@@ -356,6 +369,7 @@ impl Config {
             pshm_barrier,
             verbose_env,
             portals,
+            portals_max_inflight,
             peer_timeout_secs,
             stall_warning_secs,
             iface,
@@ -573,6 +587,16 @@ mod tests {
         let c = Config::from_source(&env(&[(MTU, "1500")])).unwrap();
         assert_eq!(c.mtu, Mtu(Some(1500)));
         assert_eq!(Config::from_source(&env(&[])).unwrap().mtu, Mtu(None));
+        assert_eq!(
+            Config::from_source(&env(&[])).unwrap().portals_max_inflight,
+            8
+        );
+        let c = Config::from_source(&env(&[(PORTALS_MAX_INFLIGHT, "32")])).unwrap();
+        assert_eq!(c.portals_max_inflight, 32);
+        for bad in ["0", "65537", "many"] {
+            let e = Config::from_source(&env(&[(PORTALS_MAX_INFLIGHT, bad)])).unwrap_err();
+            assert_eq!((e.var, e.value.as_str()), (PORTALS_MAX_INFLIGHT, bad));
+        }
     }
 
     #[test]

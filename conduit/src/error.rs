@@ -15,11 +15,27 @@ pub enum InitError {
     /// The Portals layer could not be set up.
     #[error("Portals network layer: {0}")]
     Portals(#[from] rgasnet_portals::PtlError),
-    /// The `ref` Portals engine (the conduit over a Portals 4 library) was asked for; this
-    /// version runs the conduit on the native engine only (the library path,
-    /// `rgasnet_portals::refimpl`, does not carry active messages yet).
-    #[error("RGASNET_PORTALS=ref: this version of rgasnet runs active messages and put/get on its native Portals engine only (the path over a Portals library, rgasnet_portals::refimpl, does not carry them yet); unset RGASNET_PORTALS or set it to native")]
+    /// The `ref` Portals engine (the conduit over a Portals 4 library) was asked for in a
+    /// build without it.
+    #[error("RGASNET_PORTALS=ref: this build of rgasnet has no Portals library path; rebuild with `--features rgasnet/ref-impl` and PORTALS4_DIR set to the library's prefix (scripts/portals4-ref.sh builds Sandia's reference implementation), or unset RGASNET_PORTALS")]
     NoReferenceEngine,
+    /// Over a Portals library, the connection warm-up put to `peer` failed.
+    #[error("RGASNET_PORTALS=ref: connecting to rank {peer} through the Portals library failed: {why}; is rank {peer} running, and does the library reach it (PTL_IFACE_NAME)?")]
+    LibraryConnect {
+        /// The rank.
+        peer: u32,
+        /// What happened.
+        why: String,
+    },
+    /// The Portals library gave this process's two NIs different process ids; the rank map
+    /// holds one per rank.
+    #[error("RGASNET_PORTALS=ref: the Portals library gave the AM NI the id {am} and the put/get NI the id {rma}; rgasnet needs one id per process (a library that assigns process ids per NI is not supported)")]
+    LibraryIds {
+        /// The AM NI's id (nid:pid).
+        am: String,
+        /// The put/get NI's id (nid:pid).
+        rma: String,
+    },
     /// This host's identity (hostname, boot id) could not be read.
     #[error("reading this host's identity for shared memory: {0}")]
     Host(#[from] rgasnet_pshm::HostError),

@@ -103,7 +103,7 @@ impl Inner {
         leaving: bool,
     ) -> Result<(), AmError> {
         const CALL: &str = "quiesce";
-        let iface = self.am_ni.interface();
+        let iface = &self.am_ni;
         // Datagrams received when the held acknowledgements were last flushed (`None`: not
         // flushed since the last wait for delivery), and when that was.
         let mut seen_in = None;

@@ -17,14 +17,212 @@ use std::time::Duration;
 use rgasnet_launcher::Bootstrap;
 use rgasnet_portals::interface::{Interface, InterfaceConfig};
 use rgasnet_portals::transport::TransportConfig;
-use rgasnet_portals::types::PhysId;
+use rgasnet_portals::types::{NiKind, PhysId};
 use rgasnet_portals::udp::{UdpConfig, UdpEndpoint};
+use rgasnet_portals::AnyNi;
 
-use crate::config::{Config, Polling};
+use crate::config::{Config, Polling, PortalsEngine};
 use crate::error::InitError;
 
-/// Opens this rank's interface.
-pub(crate) fn open_interface(config: &Config, boot: &Bootstrap) -> Result<Interface, InitError> {
+/// Opens this rank's NIs of kinds `am` and `rma` on the engine the configuration names.
+pub(crate) fn open_nis(
+    config: &Config,
+    boot: &Bootstrap,
+    am: NiKind,
+    rma: NiKind,
+) -> Result<(AnyNi, AnyNi), InitError> {
+    match config.portals {
+        PortalsEngine::Native => {
+            let iface = open_interface(config, boot)?;
+            Ok((
+                iface.ni_init(am, None)?.into(),
+                iface.ni_init(rma, None)?.into(),
+            ))
+        }
+        PortalsEngine::Reference => open_library_nis(config, am, rma),
+    }
+}
+
+/// The NIs of a Portals library (`RGASNET_PORTALS=ref`). The library picks its interface
+/// itself: `PTL_IFACE_NAME` for the reference implementation, which `RGASNET_IFACE` sets
+/// when given.
+#[cfg(feature = "ref-impl")]
+fn open_library_nis(config: &Config, am: NiKind, rma: NiKind) -> Result<(AnyNi, AnyNi), InitError> {
+    use rgasnet_portals::refimpl::ni::LibNi;
+    if let Some(name) = &config.iface {
+        if std::env::var_os("PTL_IFACE_NAME").is_none() {
+            std::env::set_var("PTL_IFACE_NAME", name);
+        }
+    }
+    let am = LibNi::init(am)?;
+    let rma = LibNi::init(rma)?;
+    // The rank map holds one id per rank, exchanged once: both NIs must have it.
+    let (a, r) = (am.get_phys_id()?, rma.get_phys_id()?);
+    if a != r {
+        return Err(InitError::LibraryIds {
+            am: format!("{}:{}", a.nid, a.pid),
+            rma: format!("{}:{}", r.nid, r.pid),
+        });
+    }
+    Ok((am.into(), rma.into()))
+}
+
+/// Portal index of the connection warm-up ([`connect_in_turn`]), free again afterwards.
+#[cfg(feature = "ref-impl")]
+const WARM_UP_PT: u32 = 10;
+
+/// How long a warm-up put waits for its acknowledgement.
+#[cfg(feature = "ref-impl")]
+const WARM_UP_WAIT: Duration = Duration::from_secs(30);
+
+/// Over a Portals library, makes every rank connect to every rank (itself included) on each
+/// NI, one rank at a time, before anything else is sent. The reference implementation's
+/// UDP transport connects to a peer on the first operation to it, and threads of one process
+/// that make their first operations to a peer at once wait forever inside `PtlPut` for the
+/// connection (`tests/src/bin/ref_connect.rs` reproduces it). One rank's puts at a time,
+/// each answered, never overlap.
+/// A no-op on the native engine, whose transport needs no connection.
+pub(crate) fn connect_in_turn(boot: &Bootstrap, nis: [&AnyNi; 2]) -> Result<(), InitError> {
+    #[cfg(feature = "ref-impl")]
+    {
+        let nis: Vec<&rgasnet_portals::any_ni::LibraryNi> = nis
+            .iter()
+            .filter_map(|ni| match ni {
+                AnyNi::Library(l) => Some(l),
+                AnyNi::Native(_) => None,
+            })
+            .collect();
+        if nis.is_empty() {
+            return Ok(());
+        }
+        let targets = nis
+            .iter()
+            .map(|ni| warm_up_target(ni.ni()))
+            .collect::<Result<Vec<_>, _>>()?;
+        boot.barrier()?;
+        for turn in 0..boot.size() {
+            if turn == boot.rank() {
+                for ni in &nis {
+                    connect_all(ni.ni(), boot.size())?;
+                }
+            }
+            boot.barrier()?;
+        }
+        for (ni, entry) in nis.iter().zip(targets) {
+            match ni.ni().kind().matching {
+                rgasnet_portals::Matching::Matching => ni.ni().me_unlink(entry)?,
+                rgasnet_portals::Matching::NoMatching => ni.ni().le_unlink(entry)?,
+            }
+            ni.ni().pt_free(WARM_UP_PT)?;
+        }
+    }
+    #[cfg(not(feature = "ref-impl"))]
+    let _ = (boot, nis);
+    Ok(())
+}
+
+/// The entry the warm-up puts land on (no bytes, no events).
+#[cfg(feature = "ref-impl")]
+fn warm_up_target(
+    ni: &rgasnet_portals::refimpl::ni::LibNi,
+) -> Result<rgasnet_portals::engine::MeHandle, InitError> {
+    use rgasnet_portals::engine::{LeSpec, MeSpec};
+    use rgasnet_portals::{ListKind, Matching, MeOptions, ProcessId, PtOptions, Region, UID_ANY};
+    ni.pt_alloc(PtOptions::empty(), None, WARM_UP_PT)?;
+    let options = MeOptions::OP_PUT
+        | MeOptions::EVENT_COMM_DISABLE
+        | MeOptions::EVENT_LINK_DISABLE
+        | MeOptions::EVENT_UNLINK_DISABLE;
+    let region = Region::new(0);
+    let entry = match ni.kind().matching {
+        Matching::Matching => ni.me_append(
+            WARM_UP_PT,
+            MeSpec {
+                region,
+                offset: 0,
+                length: 0,
+                ct: None,
+                uid: UID_ANY,
+                options,
+                match_id: ProcessId::ANY_RANK,
+                match_bits: 0,
+                ignore_bits: u64::MAX,
+                min_free: 0,
+            },
+            ListKind::Priority,
+            0,
+        )?,
+        Matching::NoMatching => ni.le_append(
+            WARM_UP_PT,
+            LeSpec {
+                region,
+                offset: 0,
+                length: 0,
+                ct: None,
+                uid: UID_ANY,
+                options,
+            },
+            ListKind::Priority,
+            0,
+        )?,
+    };
+    Ok(entry)
+}
+
+/// This rank's warm-up turn: an empty put to every rank, each acknowledged before the next.
+#[cfg(feature = "ref-impl")]
+fn connect_all(ni: &rgasnet_portals::refimpl::ni::LibNi, size: u32) -> Result<(), InitError> {
+    use rgasnet_portals::engine::{EqGet, MdSpec, PutArgs, RemoteAddr};
+    use rgasnet_portals::{AckReq, EventKind, MdOptions, NiFail, ProcessId, Region};
+    let eq = ni.eq_alloc(16)?;
+    let md = ni.md_bind(MdSpec {
+        region: Region::new(0),
+        offset: 0,
+        length: 0,
+        options: MdOptions::EVENT_SEND_DISABLE,
+        eq: Some(eq),
+        ct: None,
+    })?;
+    for peer in 0..size {
+        ni.put(&PutArgs {
+            md,
+            local_offset: 0,
+            length: 0,
+            ack_req: AckReq::Ack,
+            remote: RemoteAddr {
+                target: ProcessId::Rank(peer),
+                pt_index: WARM_UP_PT,
+                match_bits: 0,
+                remote_offset: 0,
+            },
+            user_ptr: u64::from(peer),
+            hdr_data: 0,
+        })?;
+        let failed = |why: String| InitError::LibraryConnect { peer, why };
+        match ni.eq_wait(eq, Some(WARM_UP_WAIT)) {
+            Ok(EqGet::Event(ev)) if ev.kind == EventKind::Ack && ev.ni_fail == NiFail::Ok => {}
+            Ok(other) => return Err(failed(format!("it answered {other:?}"))),
+            Err(rgasnet_portals::PtlError::EqEmpty) => {
+                return Err(failed(format!(
+                    "no acknowledgement within {} s",
+                    WARM_UP_WAIT.as_secs()
+                )))
+            }
+            Err(e) => return Err(failed(e.to_string())),
+        }
+    }
+    ni.md_release(md)?;
+    ni.eq_free(eq)?;
+    Ok(())
+}
+
+#[cfg(not(feature = "ref-impl"))]
+fn open_library_nis(_: &Config, _: NiKind, _: NiKind) -> Result<(AnyNi, AnyNi), InitError> {
+    Err(InitError::NoReferenceEngine)
+}
+
+/// Opens this rank's interface of the native engine.
+fn open_interface(config: &Config, boot: &Bootstrap) -> Result<Interface, InitError> {
     let bind_err = |e: rgasnet_portals::udp::UdpError| {
         rgasnet_portals::PtlError::arg("udp bind", e.to_string())
     };

@@ -249,14 +249,13 @@ impl Inner {
         // acknowledgement of its request leave in one datagram.
         // A round stops receiving as soon as a message made an event, so a handler (and the
         // reply it sends) runs before the next receive system call, which is usually empty.
-        let iface = self.am_ni.interface();
+        let iface = &self.am_ni;
         let mut ran = ran;
         let mut result = Ok(());
         let mut flush = false;
         let mut shorts = take_short_buffer();
         for _ in 0..NET_ROUNDS {
-            let taking = (self.am_ni.handle(), &mut shorts);
-            let round = match iface.progress_holding(Some(taking)) {
+            let round = match iface.progress_holding(Some(&mut shorts)) {
                 Ok(r) => r,
                 Err(source) => {
                     result = Err(AmError::Portals { call, source });

@@ -311,7 +311,7 @@ impl Inner {
                 payload,
             },
         };
-        if crate::short::fits(args.len(), &body) {
+        if self.am_ni.has_immediates() && crate::short::fits(args.len(), &body) {
             return self.send_short(call, dest, direction, handler, args, body);
         }
         let header = AmHeader {
@@ -428,6 +428,13 @@ impl Inner {
             s.next_one_off - pieces + 1
         };
         for (i, piece) in payload.chunks(LONG_CHUNK).enumerate() {
+            if let Err(e) = self.wait_inflight_room(call, att, dest, &mut watch) {
+                // As for a failed start below.
+                if let Some(share) = shared.take() {
+                    self.give_back(att, Own::Staging(share));
+                }
+                return Err(e);
+            }
             let at = (i * LONG_CHUNK) as u64;
             let user_ptr = tag(TAG_ONE_OFF, first_tag + i as u64);
             let args = PutArgs {
@@ -473,12 +480,32 @@ impl Inner {
         Ok(op)
     }
 
+    /// Waits (polling) while the operations in flight are at the bound over a Portals library
+    /// ([`crate::config::PORTALS_MAX_INFLIGHT`]); at once on the native engine, and inside a
+    /// handler, which cannot wait.
+    fn wait_inflight_room(
+        &self,
+        call: &'static str,
+        att: &crate::client::Attached,
+        dest: u32,
+        watch: &mut StallClock,
+    ) -> Result<(), AmError> {
+        if self.inflight_cap == usize::MAX || in_handler() {
+            return Ok(());
+        }
+        while lock(&att.send).inflight.len() >= self.inflight_cap {
+            self.waited(watch, call, dest);
+            self.wait_for_send_resources(call)?;
+        }
+        Ok(())
+    }
+
     /// Whether `dest`, reached over the network, said its program ended (the transport's
     /// departure handshake; what it sent may still be on its way). Costs one relaxed load
     /// while no peer has said so.
     #[inline]
     pub(crate) fn ended_on_network(&self, dest: u32) -> bool {
-        let iface = self.am_ni.interface();
+        let iface = &self.am_ni;
         iface.departures() > 0
             && self
                 .peers
@@ -532,7 +559,10 @@ impl Inner {
         let (region, args) = loop {
             {
                 let mut s = lock(&att.send);
+                // A reply from a handler goes past the bound (it cannot wait; see below).
+                let capped = s.inflight.len() >= self.inflight_cap && !in_handler();
                 let slot = (fit..SLOT_CLASS_COUNT)
+                    .filter(|_| !capped)
                     .find_map(|class| s.free.get_mut(class)?.pop().map(|i| (class, i)));
                 if let Some((class, i)) = slot {
                     let (region, md) = &att.send_slots[class];
@@ -749,7 +779,7 @@ impl Inner {
             // The refusal held the departure handshake with `dest` (a leaving peer waits for
             // this message); the transport holds the new send itself now.
             if let Some(&peer) = self.peers.get(dest as usize) {
-                self.am_ni.interface().refusal_resent(peer);
+                self.am_ni.refusal_resent(peer);
             }
             sent.map_err(|source| AmError::Portals { call, source })?;
         }

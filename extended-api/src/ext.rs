@@ -197,7 +197,11 @@ impl Extended {
                 (Some(seg.len() as u64) == client.segment_size(r)).then(|| seg.clone())
             })
             .collect();
-        let ni = client.rma_ni().clone();
+        let ni = client
+            .rma_ni()
+            .native()
+            .cloned()
+            .ok_or(ExtAttachError::LibraryEngine)?;
         let xeq = ni.eq_alloc(cap)?;
         let small = rgasnet::buffer_region(crate::small::BLOCK_LEN);
         let small_md = bind_eq(&ni, &small, xeq)?;

@@ -29,6 +29,11 @@
 //! buffer that comes back is filled again while it is still in cache).
 //! [`Region::with_bytes`] lends a byte view of a region whose storage allows it.
 //!
+//! **Over a Portals library** (feature `ref-impl`): [`refimpl::ni::LibNi`] offers the same
+//! calls, handle types and memory ([`Region`]s) over any `libportals` through `portals4-sys`,
+//! and [`AnyNi`] is an NI of either engine, so that the conduit holds one type and
+//! `RGASNET_PORTALS` chooses at run time (see [`any_ni`] for what a library lacks).
+//!
 //! The engine also keeps what Portals programs in C rely on (the C library
 //! `rgasnet-libportals` exports `portals4.h` over it): an unexpected list per portal table
 //! entry, which priority appends and searches take headers from
@@ -44,6 +49,7 @@
 // and the FFI module of the Portals library path (`refimpl`, feature `ref-impl`).
 #![deny(unsafe_code)]
 
+pub mod any_ni;
 pub mod baseline;
 pub mod engine;
 pub mod error;
@@ -66,6 +72,7 @@ pub mod udp;
 pub mod udp_offload;
 pub mod wire;
 
+pub use any_ni::AnyNi;
 pub use error::{PtlError, PtlResult};
 pub use memory::{OutOfBounds, Region, RegionSpan};
 pub use message::{OutMessage, Tail};

@@ -333,10 +333,7 @@ impl Bench {
     }
 
     fn counters(&self) -> (TransportStats, AmStats) {
-        (
-            self.client.am_ni().interface().transport_stats(),
-            self.client.stats(),
-        )
+        (self.client.am_ni().transport_stats(), self.client.stats())
     }
 
     /// Prints the counters' growth since `before`, per operation, on standard error.
