@@ -224,15 +224,14 @@ fn bad_configuration_is_a_startup_error_naming_the_variable() {
 }
 
 #[test]
-fn asking_for_the_ref_engine_is_a_startup_error_that_says_what_runs_instead() {
+fn asking_for_the_ref_engine_in_a_build_without_it_is_a_startup_error_that_says_how_to_build_it() {
     let out = job(2, "basic", &[("RGASNET_PORTALS", "ref")]);
     assert!(!out.status.success());
     assert!(
         out.stderr
-            .contains("RGASNET_PORTALS=ref: this version of rgasnet runs")
-            && out
-                .stderr
-                .contains("unset RGASNET_PORTALS or set it to native"),
+            .contains("RGASNET_PORTALS=ref: this build of rgasnet has no Portals library path")
+            && out.stderr.contains("--features rgasnet/ref-impl")
+            && out.stderr.contains("PORTALS4_DIR"),
         "{}",
         out.stderr
     );

@@ -24,10 +24,14 @@ pub(crate) fn leave(c: Client, st: &State) -> Result<(), String> {
                 c.poll().map_err(e)?;
             }
         }
-        // Over shared memory a sent message is already in the target's queue.
+        // Over shared memory a sent message is already in the target's queue. Over a Portals
+        // library (`RGASNET_PORTALS=ref`) a send waits while RGASNET_PORTALS_MAX_INFLIGHT are
+        // unacknowledged, so the last few of the burst may all have been answered already.
+        let bounded = c.am_ni().native().is_none();
         match (c.quiesce(Duration::ZERO), c.has_remote_peers()) {
             (Err(AmError::Unacknowledged { in_flight, .. }), true) if in_flight > 0 => {}
             (Ok(()), false) => {}
+            (Ok(()), true) if bounded => {}
             (other, _) => return Err(format!("quiesce(0) with a burst in flight gave {other:?}")),
         }
         for _ in 0..LEAVE_BURST {

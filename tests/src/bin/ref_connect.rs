@@ -1,0 +1,155 @@
+//! A reproducer against a Portals 4 library alone (feature `ref-impl`; no rgasnet conduit):
+//! `THREADS` threads of every rank each make the rank's first put to the next rank at the
+//! same moment, each asking for an acknowledgement. Prints `ref connect ok: rank R, T puts`
+//! once every put was acknowledged, or fails after `WAIT_SECS` naming how many threads are
+//! still inside `PtlPut`.
+//!
+//! `ref_connect THREADS [WAIT_SECS]`. Run by `tests/tests/ref_impl_bugs.rs`: over Sandia's
+//! reference implementation, threads that start connecting to the same peer at once wait
+//! forever inside `PtlPut` for the connection (which is why the conduit connects every pair
+//! of ranks in turn at start-up over a library); over rgasnet's libportals every put returns.
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use rgasnet_launcher::Bootstrap;
+use rgasnet_portals::engine::{EqGet, MdSpec, MeSpec, PutArgs, RemoteAddr};
+use rgasnet_portals::refimpl::ni::LibNi;
+use rgasnet_portals::types::{
+    AckReq, Addressing, EventKind, ListKind, Matching, MdOptions, MeOptions, NiFail, NiKind,
+    PhysId, ProcessId, PtOptions, UID_ANY,
+};
+use rgasnet_portals::Region;
+
+const PT: u32 = 3;
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("ref_connect: {e:#}");
+            // A thread stuck inside the library can hold an ordinary exit up (the library's
+            // exit handlers wait for it): end without them.
+            std::process::abort()
+        }
+    }
+}
+
+fn run() -> Result<String> {
+    let args: Vec<String> = std::env::args().collect();
+    let parse = |i: usize, default: Option<u64>| -> Result<u64> {
+        match (args.get(i), default) {
+            (Some(v), _) => v.parse().with_context(|| format!("argument {i}: {v:?}")),
+            (None, Some(d)) => Ok(d),
+            (None, None) => bail!("usage: ref_connect THREADS [WAIT_SECS]"),
+        }
+    };
+    let threads = parse(1, None)?.max(1) as usize;
+    let wait = Duration::from_secs(parse(2, Some(20))?);
+    let boot = Bootstrap::from_env().context("joining the job (run under rgasnetrun)")?;
+    let (rank, size) = (boot.rank(), boot.size());
+    let ni = LibNi::init(NiKind {
+        matching: Matching::Matching,
+        addressing: Addressing::Logical,
+    })?;
+    let me = ni.get_phys_id()?;
+    let mut mine = [0u8; 8];
+    mine[..4].copy_from_slice(&me.nid.to_le_bytes());
+    mine[4..].copy_from_slice(&me.pid.to_le_bytes());
+    let map = boot
+        .allgather(&mine)?
+        .iter()
+        .map(|b| {
+            let id = <[u8; 8]>::try_from(b.as_slice()).context("an 8-byte id")?;
+            Ok(PhysId {
+                nid: u32::from_le_bytes([id[0], id[1], id[2], id[3]]),
+                pid: u32::from_le_bytes([id[4], id[5], id[6], id[7]]),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    ni.set_map(&map)?;
+    let eq = ni.eq_alloc(1024)?;
+    ni.pt_alloc(PtOptions::empty(), None, PT)?;
+    ni.me_append(
+        PT,
+        MeSpec {
+            region: Region::new(8 * threads),
+            offset: 0,
+            length: 8 * threads as u64,
+            ct: None,
+            uid: UID_ANY,
+            options: MeOptions::OP_PUT | MeOptions::EVENT_COMM_DISABLE,
+            match_id: ProcessId::ANY_RANK,
+            match_bits: 0,
+            ignore_bits: 0,
+            min_free: 0,
+        },
+        ListKind::Priority,
+        0,
+    )?;
+    let md = ni.md_bind(MdSpec {
+        region: Region::new(8),
+        offset: 0,
+        length: 8,
+        options: MdOptions::EVENT_SEND_DISABLE,
+        eq: Some(eq),
+        ct: None,
+    })?;
+    boot.barrier()?;
+
+    let next = (rank + 1) % size;
+    let returned = Arc::new(AtomicUsize::new(0));
+    let start = Arc::new(Barrier::new(threads));
+    for t in 0..threads {
+        let (ni, returned, start) = (ni.clone(), returned.clone(), start.clone());
+        // Detached: a thread stuck in the library cannot be joined; the process exits.
+        std::thread::spawn(move || {
+            start.wait();
+            let put = ni.put(&PutArgs {
+                md,
+                local_offset: 0,
+                length: 8,
+                ack_req: AckReq::Ack,
+                remote: RemoteAddr {
+                    target: ProcessId::Rank(next),
+                    pt_index: PT,
+                    match_bits: 0,
+                    remote_offset: 8 * t as u64,
+                },
+                user_ptr: t as u64,
+                hdr_data: 0,
+            });
+            if let Err(e) = put {
+                eprintln!("ref_connect: thread {t}: {e}");
+            }
+            // Relaxed: a count the main thread polls; nothing else is published by it.
+            returned.fetch_add(1, Ordering::Relaxed);
+        });
+    }
+    let began = Instant::now();
+    let mut acked = 0;
+    while acked < threads {
+        if began.elapsed() > wait {
+            let inside = threads - returned.load(Ordering::Relaxed);
+            bail!(
+                "rank {rank}: after {wait:?}, {inside} of {threads} threads are still inside PtlPut to rank {next} and {acked} puts were acknowledged"
+            );
+        }
+        match ni.eq_wait(eq, Some(Duration::from_millis(100))) {
+            Ok(EqGet::Event(ev)) if ev.kind == EventKind::Ack => {
+                ensure!(ev.ni_fail == NiFail::Ok, "a failed put: {ev:?}");
+                acked += 1;
+            }
+            Ok(_) | Err(rgasnet_portals::PtlError::EqEmpty) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    boot.barrier()?;
+    Ok(format!("ref connect ok: rank {rank}, {threads} puts"))
+}

@@ -1,0 +1,99 @@
+//! Reproducers of Portals 4 reference-implementation bugs, against the library alone
+//! (feature `ref-impl`; the programs `src/bin/ref_connect.rs` and `src/bin/ref_flood.rs` use
+//! `rgasnet_portals::refimpl::ni::LibNi`, the thin layer over the library's calls, and no
+//! conduit). Each is why the `ref` engine adapts (a limit, a start-up step) or leaves a
+//! conformance mode out over Sandia's reference implementation (README, "Over a Portals
+//! library"). `scripts/test.sh` runs them over two libraries and names which in
+//! `RGASNET_TEST_PORTALS_LIBRARY`: over Sandia's reference implementation (`reference`, the
+//! default) each bug must show, exactly as described; over rgasnet's own libportals
+//! (`rgasnet`) the same programs must pass, which shows that the programs are right. A
+//! reproducer that starts passing over the reference implementation means a fixed bug: lift
+//! the limit it stands for.
+#![cfg(feature = "ref-impl")]
+
+use std::path::Path;
+use std::time::Duration;
+
+use rgasnet_tests::{run_job, JobOutput};
+
+const CONNECT: &str = env!("CARGO_BIN_EXE_ref_connect");
+const FLOOD: &str = env!("CARGO_BIN_EXE_ref_flood");
+
+fn reference() -> bool {
+    std::env::var("RGASNET_TEST_PORTALS_LIBRARY").map_or(true, |l| l != "rgasnet")
+}
+
+fn run(program: &str, args: &[&str]) -> JobOutput {
+    run_job(
+        2,
+        Path::new(program),
+        args,
+        &[("PTL_IFACE_NAME", "lo")],
+        Duration::from_secs(120),
+    )
+}
+
+/// Over the reference implementation: the job fails and some rank said `symptom`. Over
+/// rgasnet's libportals: both ranks printed `ok`.
+fn shows(out: &JobOutput, symptom: &str, ok: &str) {
+    if reference() {
+        assert!(
+            !out.status.success() && out.stderr.contains(symptom),
+            "the reference implementation no longer shows `{symptom}` (fixed? lift the limit):\n{}\n{}",
+            out.stdout,
+            out.stderr
+        );
+    } else {
+        out.assert_success();
+        assert_eq!(
+            out.stdout.matches(ok).count(),
+            2,
+            "{}\n{}",
+            out.stdout,
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn reference_bug_threads_connecting_to_one_peer_at_once_wait_forever_in_ptlput() {
+    // One thread's first put connects and is acknowledged; four at once never return.
+    let one = run(CONNECT, &["1", "10"]);
+    one.assert_success();
+    let four = run(CONNECT, &["4", "10"]);
+    shows(
+        &four,
+        "4 of 4 threads are still inside PtlPut",
+        "ref connect ok",
+    );
+}
+
+#[test]
+fn reference_bug_puts_or_their_acknowledgements_are_lost_with_more_than_32_in_flight() {
+    // 5,000 acknowledged 32-byte puts each way: at most 32 waiting for their ACK, all come;
+    // at most 64, some ACKs (and sometimes some puts) never come.
+    let within = run(FLOOD, &["1", "5000", "32", "10"]);
+    within.assert_success();
+    let beyond = run(FLOOD, &["1", "5000", "64", "10"]);
+    shows(&beyond, "stalled for 10s after", "ref flood ok");
+}
+
+#[test]
+fn reference_bug_puts_of_1000_bytes_deliver_other_bytes() {
+    // 800-byte puts arrive intact; 1,000-byte puts deposit bytes that are not the source's
+    // (the same happens from about 900 to 1,700 bytes).
+    let fine = run(FLOOD, &["1", "100", "4", "10", "800"]);
+    fine.assert_success();
+    let corrupt = run(FLOOD, &["1", "100", "4", "10", "1000"]);
+    shows(&corrupt, "ref_flood: message 0: [", "ref flood ok");
+}
+
+#[test]
+fn reference_bug_puts_of_50000_bytes_are_lost() {
+    // 40,000-byte puts all arrive; of 50,000-byte puts some never arrive or are never
+    // acknowledged (from about 48,000 bytes).
+    let fine = run(FLOOD, &["1", "100", "4", "10", "40000"]);
+    fine.assert_success();
+    let lost = run(FLOOD, &["1", "100", "4", "10", "50000"]);
+    shows(&lost, "stalled for 10s after", "ref flood ok");
+}
