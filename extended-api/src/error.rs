@@ -13,10 +13,6 @@ pub enum ExtAttachError {
     /// Setting up the extended API's Portals resources (event queue, memory descriptors) failed.
     #[error("extended API resources: {0}")]
     Portals(#[from] PtlError),
-    /// The client runs over a Portals library (`RGASNET_PORTALS=ref`), which the extended API
-    /// does not run on yet.
-    #[error("RGASNET_PORTALS=ref: the extended API (put/get, barriers) runs on rgasnet's native Portals engine only so far; active messages run over the Portals library. Unset RGASNET_PORTALS for put/get")]
-    LibraryEngine,
     /// The configured `GASNET_EXTENDED_EVENT_QUEUE_LENGTH` cannot be used.
     #[error(
         "GASNET_EXTENDED_EVENT_QUEUE_LENGTH={0} is too small; the extended API needs at least 16"

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use rgasnet::{AttachSpec, Category, Client, Handler, MappedSegment, SegmentSpec};
 use rgasnet_portals::engine::{Engine, EqGet, EqHandle, MdHandle, MdSpec};
-use rgasnet_portals::interface::{Interface, Ni};
+use rgasnet_portals::interface::Interface;
+use rgasnet_portals::{AnyNi, EngineView};
 use rgasnet_portals::{EventKind, MdOptions, NiFail, Region};
 
 use crate::barrier::Barrier;
@@ -81,8 +82,10 @@ pub(crate) struct Shared {
     /// it is shared) as raw mapped words, by rank: blocking one-word puts and gets to them are
     /// a single store or load inlined into the caller (issue 6: 8-byte put in a few ns).
     pub(crate) direct: Vec<Option<MappedSegment>>,
-    pub(crate) ni: Ni,
-    pub(crate) iface: Interface,
+    pub(crate) ni: AnyNi,
+    /// The native engine's interface (its waits make its progress); `None` over a Portals
+    /// library, which makes progress on its own.
+    pub(crate) iface: Option<Interface>,
     /// Full events (ACK/REPLY) of explicit operations.
     pub(crate) xeq: EqHandle,
     /// Network operations reporting to `xeq` and not yet drained (bounded by its length).
@@ -197,11 +200,7 @@ impl Extended {
                 (Some(seg.len() as u64) == client.segment_size(r)).then(|| seg.clone())
             })
             .collect();
-        let ni = client
-            .rma_ni()
-            .native()
-            .cloned()
-            .ok_or(ExtAttachError::LibraryEngine)?;
+        let ni = client.rma_ni().clone();
         let xeq = ni.eq_alloc(cap)?;
         let small = rgasnet::buffer_region(crate::small::BLOCK_LEN);
         let small_md = bind_eq(&ni, &small, xeq)?;
@@ -216,7 +215,7 @@ impl Extended {
             seg_sizes,
             mapped,
             direct,
-            iface: ni.interface().clone(),
+            iface: ni.native_interface().cloned(),
             ni,
             xeq,
             credits: AtomicUsize::new(0),
@@ -317,7 +316,7 @@ fn new_core(client: &Client) -> Result<Arc<Core>, ExtAttachError> {
 
 /// Binds a descriptor over all of `region` that reports full events (not SENDs) to `eq`.
 pub(crate) fn bind_eq(
-    ni: &Ni,
+    ni: &AnyNi,
     region: &Region,
     eq: EqHandle,
 ) -> Result<MdHandle, rgasnet_portals::PtlError> {
@@ -326,7 +325,7 @@ pub(crate) fn bind_eq(
 
 /// [`bind_eq`] with `extra` options.
 pub(crate) fn bind_eq_with(
-    ni: &Ni,
+    ni: &AnyNi,
     region: &Region,
     eq: EqHandle,
     extra: MdOptions,
@@ -555,7 +554,7 @@ impl Shared {
 
     /// Takes every event waiting on `xeq` and records it in its cell (under the engine lock,
     /// which the caller holds through `e`).
-    pub(crate) fn drain(&self, e: &mut Engine) -> Result<(), ExtError> {
+    pub(crate) fn drain(&self, e: &mut dyn EngineView) -> Result<(), ExtError> {
         loop {
             let ev = match e.eq_get(self.xeq).map_err(ExtError::portals("drain"))? {
                 EqGet::Empty => return Ok(()),
@@ -592,7 +591,7 @@ impl Shared {
     }
 
     /// Releases a landing while the engine lock is held.
-    pub(crate) fn release_landing_in(&self, e: &mut Engine, l: Landing) {
+    pub(crate) fn release_landing_in(&self, e: &mut dyn EngineView, l: Landing) {
         if let Some(md) = self.landing_unused(l) {
             let _ = e.md_release(md);
         }
@@ -627,7 +626,7 @@ impl Shared {
         &self,
         call: &'static str,
         timeout: Option<Duration>,
-        mut done: impl FnMut(&mut Engine, &Shared) -> Result<bool, ExtError>,
+        mut done: impl FnMut(&mut dyn EngineView, &Shared) -> Result<bool, ExtError>,
     ) -> Result<(), ExtError> {
         let once = timeout == Some(Duration::ZERO);
         loop {
@@ -653,9 +652,22 @@ impl Shared {
             } else {
                 POLL_SLICE
             };
-            let r = self
-                .iface
-                .wait_for(Some(slice), |e| {
+            let Some(iface) = &self.iface else {
+                // Over a Portals library, which makes progress on its own: one look at the
+                // queues and counters per round, the AM layer polled in between.
+                let check = self
+                    .ni
+                    .with_library_view(|e| self.drain(e).and_then(|()| done(e, self)));
+                match check {
+                    Some(Ok(true)) => return Ok(()),
+                    Some(Err(x)) => return Err(x),
+                    Some(Ok(false)) | None if once => return Ok(()),
+                    Some(Ok(false)) | None => std::thread::yield_now(),
+                }
+                continue;
+            };
+            let r = iface
+                .wait_for(Some(slice), |e: &mut Engine| {
                     let check = self.drain(e).and_then(|()| done(e, self));
                     match check {
                         Ok(true) => return Ok(Some(true)),

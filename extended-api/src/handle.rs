@@ -1,7 +1,7 @@
 //! The handle of an explicit-handle (`nb`) operation or of an access region ([`NbHandle`]):
 //! what it waits for, and how a completed get's bytes reach the caller's buffer.
 
-use rgasnet_portals::engine::Engine;
+use rgasnet_portals::EngineView;
 
 use crate::error::ExtError;
 use crate::explicit::not_in_handler;
@@ -88,7 +88,7 @@ impl<'a> NbHandle<'a> {
     }
 
     /// Whether the operations are complete (no side effects; under the engine lock).
-    pub(crate) fn ready(&self, e: &mut Engine) -> bool {
+    pub(crate) fn ready(&self, e: &mut dyn EngineView) -> bool {
         match &self.kind {
             Kind::Done => true,
             Kind::Op { cell, .. } => self.sh.core.ops.is_done(*cell),

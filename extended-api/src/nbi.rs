@@ -23,9 +23,9 @@
 
 use std::collections::VecDeque;
 
-use rgasnet_portals::engine::{CtHandle, Engine, GetArgs, MdHandle, MdSpec, PutArgs};
-use rgasnet_portals::interface::Ni;
+use rgasnet_portals::engine::{CtHandle, GetArgs, MdHandle, MdSpec, PutArgs};
 use rgasnet_portals::{AckReq, CtEvent, MdOptions, Region};
+use rgasnet_portals::{AnyNi, EngineView};
 
 use crate::error::ExtError;
 use crate::explicit::{check_val, remote, NbHandle};
@@ -57,7 +57,7 @@ pub(crate) struct CounterSet {
 }
 
 impl CounterSet {
-    fn new(ni: &Ni, segment: &Region) -> Result<CounterSet, rgasnet_portals::PtlError> {
+    fn new(ni: &AnyNi, segment: &Region) -> Result<CounterSet, rgasnet_portals::PtlError> {
         let ct_put = ni.ct_alloc()?;
         let ct_get = ni.ct_alloc()?;
         let bind = |region: &Region, ct, opt| {
@@ -97,7 +97,7 @@ impl CounterSet {
     /// `ct_get`.
     fn dynamic_landing(
         &self,
-        ni: &Ni,
+        ni: &AnyNi,
         len: usize,
     ) -> Result<(Region, MdHandle), rgasnet_portals::PtlError> {
         self.dynamic.take_or_make(len, |cap| {
@@ -442,11 +442,11 @@ impl<'a> Group<'a> {
     }
 
     /// Whether every operation issued so far has completed (under the engine lock).
-    pub(crate) fn ready(&self, e: &mut Engine) -> bool {
+    pub(crate) fn ready(&self, e: &mut dyn EngineView) -> bool {
         self.puts_ready(e) && self.gets_ready(e)
     }
 
-    fn puts_ready(&self, e: &mut Engine) -> bool {
+    fn puts_ready(&self, e: &mut dyn EngineView) -> bool {
         let memsets = self
             .memsets
             .iter()
@@ -460,7 +460,7 @@ impl<'a> Group<'a> {
             }
     }
 
-    fn gets_ready(&self, e: &mut Engine) -> bool {
+    fn gets_ready(&self, e: &mut dyn EngineView) -> bool {
         match &self.set {
             None => true,
             Some(s) => e

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::engine::{
-    CtHandle, EqGet, EqHandle, GetArgs, ImmediateBatch, LeHandle, LeSpec, LostImmediates, MdHandle,
-    MdSpec, MeHandle, MeSpec, PutArgs,
+    CtHandle, Engine, EqGet, EqHandle, GetArgs, ImmediateBatch, LeHandle, LeSpec, LostImmediates,
+    MdHandle, MdSpec, MeHandle, MeSpec, PutArgs,
 };
 use crate::error::PtlResult;
 use crate::interface::{HoldingRound, Interface, Ni};
@@ -54,6 +54,42 @@ pub struct LibraryNi {
     /// round looks at the queues (the library cannot say whether it posted any without
     /// handing one out).
     rounds: Arc<AtomicU64>,
+}
+
+/// The calls a wait's check makes, on either engine: the native [`Engine`] (under its
+/// interface's lock, inside [`Interface::wait_for`]) or a library's NI.
+pub trait EngineView {
+    /// Takes the next event without waiting (`PtlEQGet`).
+    fn eq_get(&mut self, eq: EqHandle) -> PtlResult<EqGet>;
+    /// Reads a counting event (`PtlCTGet`).
+    fn ct_get(&mut self, ct: CtHandle) -> PtlResult<CtEvent>;
+    /// Releases a memory descriptor (`PtlMDRelease`).
+    fn md_release(&mut self, md: MdHandle) -> PtlResult<()>;
+}
+
+impl EngineView for Engine {
+    fn eq_get(&mut self, eq: EqHandle) -> PtlResult<EqGet> {
+        Engine::eq_get(self, eq)
+    }
+    fn ct_get(&mut self, ct: CtHandle) -> PtlResult<CtEvent> {
+        Engine::ct_get(self, ct)
+    }
+    fn md_release(&mut self, md: MdHandle) -> PtlResult<()> {
+        Engine::md_release(self, md)
+    }
+}
+
+#[cfg(feature = "ref-impl")]
+impl EngineView for &LibNi {
+    fn eq_get(&mut self, eq: EqHandle) -> PtlResult<EqGet> {
+        LibNi::eq_get(self, eq)
+    }
+    fn ct_get(&mut self, ct: CtHandle) -> PtlResult<CtEvent> {
+        LibNi::ct_get(self, ct)
+    }
+    fn md_release(&mut self, md: MdHandle) -> PtlResult<()> {
+        LibNi::md_release(self, md)
+    }
 }
 
 /// The same call on either engine.
@@ -98,6 +134,29 @@ impl AnyNi {
             AnyNi::Native(ni) => Some(ni),
             #[cfg(feature = "ref-impl")]
             AnyNi::Library(_) => None,
+        }
+    }
+
+    /// The library's NI, if this is one.
+    #[cfg(feature = "ref-impl")]
+    pub fn library(&self) -> Option<&LibNi> {
+        match self {
+            AnyNi::Native(_) => None,
+            AnyNi::Library(l) => Some(&l.ni),
+        }
+    }
+
+    /// Runs `check` with a view of a library's NI ([`EngineView`]); `None` on the native
+    /// engine, whose view exists only under its interface's lock
+    /// ([`Interface::wait_for`]).
+    pub fn with_library_view<T>(&self, check: impl FnOnce(&mut dyn EngineView) -> T) -> Option<T> {
+        match self {
+            AnyNi::Native(_) => {
+                let _ = check;
+                None
+            }
+            #[cfg(feature = "ref-impl")]
+            AnyNi::Library(l) => Some(check(&mut &l.ni)),
         }
     }
 
@@ -264,6 +323,10 @@ impl AnyNi {
     /// `PtlPut` of bytes written into the MD as the put starts ([`Ni::put_staged`]).
     pub fn put_staged(&self, args: &PutArgs, parts: [&[u8]; 2]) -> PtlResult<()> {
         on_either!(self, ni => ni.put_staged(args, parts))
+    }
+    /// `PtlPut` of `data` instead of the MD's bytes ([`Ni::put_from`]).
+    pub fn put_from(&self, args: &PutArgs, data: &[u8]) -> PtlResult<()> {
+        on_either!(self, ni => ni.put_from(args, data))
     }
     /// `PtlGet`.
     pub fn get(&self, args: &GetArgs) -> PtlResult<()> {

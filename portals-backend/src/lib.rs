@@ -72,7 +72,7 @@ pub mod udp;
 pub mod udp_offload;
 pub mod wire;
 
-pub use any_ni::AnyNi;
+pub use any_ni::{AnyNi, EngineView};
 pub use error::{PtlError, PtlResult};
 pub use memory::{OutOfBounds, Region, RegionSpan};
 pub use message::{OutMessage, Tail};

@@ -84,6 +84,10 @@ struct LibCt {
 
 struct LibMd {
     h: ffi::ptl_handle_md_t,
+    /// Its options, event queue and counting event (for [`LibNi::put_from`]'s copies).
+    options: u32,
+    eq: ffi::ptl_handle_eq_t,
+    ct: ffi::ptl_handle_ct_t,
     /// The span it covers (for [`LibNi::put_staged`], which writes it).
     region: Region,
     offset: u64,
@@ -108,6 +112,9 @@ struct Objects {
     cts: Slab<LibCt>,
     mds: Slab<LibMd>,
     entries: Slab<LibEntry>,
+    /// The MDs of [`LibNi::put_from`]'s copies, with the copies, until the library lets
+    /// them go (`PtlMDRelease` no longer answers `PTL_IN_USE`).
+    copies: Vec<(ffi::ptl_handle_md_t, Region)>,
 }
 
 struct Shared {
@@ -177,6 +184,7 @@ impl LibNi {
                     cts: Slab::new(owner, "counting event", TABLE_LIMIT),
                     mds: Slab::new(owner, "memory descriptor", TABLE_LIMIT),
                     entries: Slab::new(owner, "list entry", TABLE_LIMIT),
+                    copies: Vec::new(),
                 }),
             }),
         })
@@ -494,6 +502,9 @@ impl LibNi {
         let mut o = self.objects();
         let slot = LibMd {
             h,
+            options: md.options,
+            eq: md.eq_handle,
+            ct: md.ct_handle,
             region: spec.region,
             offset: spec.offset,
             length: spec.length,
@@ -750,6 +761,69 @@ impl LibNi {
             .and_then(|()| region.write(at + parts[0].len(), parts[1]))
             .map_err(|_| PtlError::arg(CALL, "the MD's span is outside its region"))?;
         self.put(args)
+    }
+
+    /// [`crate::interface::Ni::put_from`] over a library: `PtlPut` of `data` as if it were the
+    /// MD's bytes at the put's offset. The library reads a put's bytes after the call
+    /// returns, so they are copied into a region of their own under an MD with the same
+    /// options, event queue and counting event (the put's events and counts are the
+    /// caller's); that MD is released once the library no longer uses it, which each call
+    /// checks for the copies of earlier ones.
+    pub fn put_from(&self, args: &PutArgs, data: &[u8]) -> PtlResult<()> {
+        const CALL: &str = "put_from";
+        if data.len() as u64 != args.length {
+            return Err(PtlError::arg(
+                CALL,
+                format!("{} bytes for a put of {}", data.len(), args.length),
+            ));
+        }
+        let mut o = self.objects();
+        o.copies.retain(|(h, _)| {
+            // SAFETY: `h` is an MD of this NI bound below and not yet released; PtlMDRelease
+            // refuses (PTL_IN_USE) while the library still uses it.
+            let rc = unsafe { ffi::PtlMDRelease(*h) };
+            rc != ffi::ptl_retvals_PTL_OK as i32
+        });
+        let (options, eq, ct) = {
+            let md = o.mds.get(CALL, args.md.retype())?;
+            (md.options, md.eq, md.ct)
+        };
+        let copy = Region::new(data.len());
+        copy.write(0, data)
+            .map_err(|_| PtlError::arg(CALL, "a copy of the put's bytes"))?;
+        let (mem, start, length) = lib_memory(CALL, &copy, 0, data.len() as u64)?;
+        let md = ffi::ptl_md_t {
+            start,
+            length,
+            options,
+            eq_handle: eq,
+            ct_handle: ct,
+        };
+        let mut h = ffi::ptl_handle_md_t::default();
+        // SAFETY: as in `md_bind`: the MD covers `copy`, which `copies` keeps alive (with
+        // `mem`'s span of it) until the MD is released.
+        check("PtlMDBind", unsafe {
+            ffi::PtlMDBind(self.shared.h, &md, &mut h)
+        })?;
+        drop(mem);
+        let r = &args.remote;
+        // SAFETY: `h` was just bound over the copy.
+        let rc = unsafe {
+            ffi::PtlPut(
+                h,
+                0,
+                args.length,
+                ack_code(standard_ack(args.ack_req))?,
+                process(r.target),
+                r.pt_index,
+                r.match_bits,
+                r.remote_offset,
+                args.user_ptr as usize as *mut _,
+                args.hdr_data,
+            )
+        };
+        o.copies.push((h, copy));
+        check("PtlPut", rc)
     }
 
     /// `PtlGet`.
