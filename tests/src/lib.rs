@@ -7,6 +7,8 @@
 //! went wrong.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "ref-impl")]
+pub mod library;
 pub mod lossy;
 pub mod netns;
 pub mod slurm;

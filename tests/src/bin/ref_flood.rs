@@ -18,7 +18,7 @@ use rgasnet_portals::engine::{EqGet, LeSpec, MdSpec, MeSpec, PutArgs, RemoteAddr
 use rgasnet_portals::refimpl::ni::LibNi;
 use rgasnet_portals::types::{
     AckReq, Addressing, EventKind, ListKind, Matching, MdOptions, MeOptions, NiFail, NiKind,
-    PhysId, ProcessId, PtOptions, UID_ANY,
+    ProcessId, PtOptions, UID_ANY,
 };
 use rgasnet_portals::Region;
 
@@ -64,20 +64,7 @@ fn run() -> Result<String> {
         .then(|| LibNi::init(kind(Matching::NoMatching)))
         .transpose()?;
     let me = ni.get_phys_id()?;
-    let mut mine = [0u8; 8];
-    mine[..4].copy_from_slice(&me.nid.to_le_bytes());
-    mine[4..].copy_from_slice(&me.pid.to_le_bytes());
-    let map = boot
-        .allgather(&mine)?
-        .iter()
-        .map(|b| {
-            let id = <[u8; 8]>::try_from(b.as_slice()).context("an 8-byte id")?;
-            Ok(PhysId {
-                nid: u32::from_le_bytes([id[0], id[1], id[2], id[3]]),
-                pid: u32::from_le_bytes([id[4], id[5], id[6], id[7]]),
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let map = rgasnet_tests::library::exchange_ids(&boot, me)?;
     ni.set_map(&map)?;
     if let Some(idle) = &idle {
         idle.set_map(&map)?;

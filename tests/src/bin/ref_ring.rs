@@ -14,8 +14,8 @@ use anyhow::{ensure, Context, Result};
 use rgasnet_launcher::Bootstrap;
 use rgasnet_portals::refimpl::ops::{RefBuffer, RefEq, RefLibrary, RefNi};
 use rgasnet_portals::types::{
-    AckReq, Addressing, EventKind, Matching, MdOptions, MeOptions, NiFail, NiKind, PhysId,
-    ProcessId, PtOptions,
+    AckReq, Addressing, EventKind, Matching, MdOptions, MeOptions, NiFail, NiKind, ProcessId,
+    PtOptions,
 };
 
 /// Bytes each rank puts.
@@ -84,27 +84,7 @@ fn run() -> Result<String> {
     };
     let ni = RefNi::init(&lib, kind)?;
     let me = ni.phys_id()?;
-    let mut mine = [0u8; 8];
-    mine[..4].copy_from_slice(&me.nid.to_le_bytes());
-    mine[4..].copy_from_slice(&me.pid.to_le_bytes());
-    let map = boot
-        .allgather(&mine)?
-        .iter()
-        .enumerate()
-        .map(|(r, b)| {
-            let id = <[u8; 8]>::try_from(b.as_slice())
-                .map_err(|_| anyhow::anyhow!("rank {r} sent a {}-byte id, not 8", b.len()))?;
-            let (nid, pid) = id.split_at(4);
-            Ok(PhysId {
-                nid: u32::from_le_bytes(nid.try_into()?),
-                pid: u32::from_le_bytes(pid.try_into()?),
-            })
-        })
-        .collect::<Result<Vec<PhysId>>>()?;
-    ensure!(
-        map.len() == size as usize && map.get(rank as usize) == Some(&me),
-        "the exchange gave {map:?}: {size} ids with {me:?} at rank {rank} expected"
-    );
+    let map = rgasnet_tests::library::exchange_ids(&boot, me)?;
     ni.set_map(&map)?;
 
     let eq = ni.eq_alloc(64)?;

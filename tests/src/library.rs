@@ -1,0 +1,34 @@
+//! Helpers of the programs that talk through a Portals 4 library directly (feature
+//! `ref-impl`: `ref_ring`, `ref_flood`, `ref_connect`).
+
+use anyhow::{ensure, Context, Result};
+use rgasnet_launcher::Bootstrap;
+use rgasnet_portals::types::PhysId;
+
+/// Every rank's library process id, by rank, gathered through rgasnet's bootstrap: the rank
+/// map of a logical NI. `me` is this rank's.
+pub fn exchange_ids(boot: &Bootstrap, me: PhysId) -> Result<Vec<PhysId>> {
+    let mut mine = [0u8; 8];
+    mine[..4].copy_from_slice(&me.nid.to_le_bytes());
+    mine[4..].copy_from_slice(&me.pid.to_le_bytes());
+    let map = boot
+        .allgather(&mine)?
+        .iter()
+        .enumerate()
+        .map(|(rank, b)| {
+            let id = <[u8; 8]>::try_from(b.as_slice())
+                .with_context(|| format!("rank {rank} sent a {}-byte id, not 8", b.len()))?;
+            Ok(PhysId {
+                nid: u32::from_le_bytes([id[0], id[1], id[2], id[3]]),
+                pid: u32::from_le_bytes([id[4], id[5], id[6], id[7]]),
+            })
+        })
+        .collect::<Result<Vec<PhysId>>>()?;
+    ensure!(
+        map.len() == boot.size() as usize && map.get(boot.rank() as usize) == Some(&me),
+        "the exchange gave {map:?}: {} ids with {me:?} at rank {} expected",
+        boot.size(),
+        boot.rank()
+    );
+    Ok(map)
+}
