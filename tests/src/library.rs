@@ -1,7 +1,7 @@
 //! Helpers of the programs that talk through a Portals 4 library directly (feature
 //! `ref-impl`: `ref_ring`, `ref_flood`, `ref_connect`).
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use rgasnet_launcher::Bootstrap;
 use rgasnet_portals::types::PhysId;
 
@@ -31,4 +31,20 @@ pub fn exchange_ids(boot: &Bootstrap, me: PhysId) -> Result<Vec<PhysId>> {
         boot.rank()
     );
     Ok(map)
+}
+
+/// The number at `args[i]`, else `default`; without either, an error showing `usage`.
+pub fn positional(args: &[String], i: usize, default: Option<u64>, usage: &str) -> Result<u64> {
+    match (args.get(i), default) {
+        (Some(v), _) => v.parse().with_context(|| format!("argument {i}: {v:?}")),
+        (None, Some(d)) => Ok(d),
+        (None, None) => bail!("usage: {usage}"),
+    }
+}
+
+/// Whether the library under test is Sandia's reference implementation: what
+/// `scripts/test.sh` says in `RGASNET_TEST_PORTALS_LIBRARY` (`reference`, the default, or
+/// `rgasnet` for rgasnet's own libportals).
+pub fn testing_reference_implementation() -> bool {
+    std::env::var("RGASNET_TEST_PORTALS_LIBRARY").map_or(true, |l| l != "rgasnet")
 }

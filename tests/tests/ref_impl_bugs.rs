@@ -14,14 +14,11 @@
 use std::path::Path;
 use std::time::Duration;
 
+use rgasnet_tests::library::testing_reference_implementation;
 use rgasnet_tests::{run_job, JobOutput};
 
 const CONNECT: &str = env!("CARGO_BIN_EXE_ref_connect");
 const FLOOD: &str = env!("CARGO_BIN_EXE_ref_flood");
-
-fn reference() -> bool {
-    std::env::var("RGASNET_TEST_PORTALS_LIBRARY").map_or(true, |l| l != "rgasnet")
-}
 
 fn run(program: &str, args: &[&str]) -> JobOutput {
     run_job(
@@ -43,7 +40,7 @@ const TRIES: usize = 3;
 fn shows_in_some_run(program: &str, args: &[&str], symptom: &str, ok: &str) {
     let mut out = run(program, args);
     for _ in 1..TRIES {
-        if !reference() || out.stderr.contains(symptom) {
+        if !testing_reference_implementation() || out.stderr.contains(symptom) {
             break;
         }
         out = run(program, args);
@@ -54,7 +51,7 @@ fn shows_in_some_run(program: &str, args: &[&str], symptom: &str, ok: &str) {
 /// Over the reference implementation: the job fails and some rank said `symptom`. Over
 /// rgasnet's libportals: both ranks printed `ok`.
 fn shows(out: &JobOutput, symptom: &str, ok: &str) {
-    if reference() {
+    if testing_reference_implementation() {
         assert!(
             !out.status.success() && out.stderr.contains(symptom),
             "the reference implementation no longer shows `{symptom}` (fixed? lift the limit):\n{}\n{}",

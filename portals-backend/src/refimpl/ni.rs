@@ -172,8 +172,8 @@ impl LibNi {
     pub fn init(kind: NiKind) -> PtlResult<LibNi> {
         library()?;
         let (h, lim) = open_ni(kind)?;
-        let owner = NEXT_OWNER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // Relaxed: the counter only has to hand out distinct values.
+        let owner = NEXT_OWNER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(LibNi {
             shared: Arc::new(Shared {
                 h,
@@ -717,12 +717,23 @@ impl LibNi {
     pub fn put(&self, args: &PutArgs) -> PtlResult<()> {
         let md = self.md_raw("PtlPut", args.md)?;
         let ack = ack_code(standard_ack(args.ack_req))?;
+        Self::put_raw(md, args.local_offset, ack, args)
+    }
+
+    /// `PtlPut` of `args` (but its MD and offset) from `md`, a live MD of this NI.
+    fn put_raw(
+        md: ffi::ptl_handle_md_t,
+        local_offset: u64,
+        ack: ffi::ptl_ack_req_t,
+        args: &PutArgs,
+    ) -> PtlResult<()> {
         let r = &args.remote;
-        // SAFETY: `md` is a live MD of this NI; the library checks the range against it.
+        // SAFETY: the callers pass a live MD of this NI; the library checks the range
+        // against it.
         check("PtlPut", unsafe {
             ffi::PtlPut(
                 md,
-                args.local_offset,
+                local_offset,
                 args.length,
                 ack,
                 process(r.target),
@@ -784,6 +795,8 @@ impl LibNi {
             let rc = unsafe { ffi::PtlMDRelease(*h) };
             rc != ffi::ptl_retvals_PTL_OK as i32
         });
+        // Checked before anything is bound, so that an error leaves nothing behind.
+        let ack = ack_code(standard_ack(args.ack_req))?;
         let (options, eq, ct) = {
             let md = o.mds.get(CALL, args.md.retype())?;
             (md.options, md.eq, md.ct)
@@ -806,24 +819,9 @@ impl LibNi {
             ffi::PtlMDBind(self.shared.h, &md, &mut h)
         })?;
         drop(mem);
-        let r = &args.remote;
-        // SAFETY: `h` was just bound over the copy.
-        let rc = unsafe {
-            ffi::PtlPut(
-                h,
-                0,
-                args.length,
-                ack_code(standard_ack(args.ack_req))?,
-                process(r.target),
-                r.pt_index,
-                r.match_bits,
-                r.remote_offset,
-                args.user_ptr as usize as *mut _,
-                args.hdr_data,
-            )
-        };
+        // The copy is kept (and its MD released later) whether or not the put starts.
         o.copies.push((h, copy));
-        check("PtlPut", rc)
+        Self::put_raw(h, 0, ack, args)
     }
 
     /// `PtlGet`.

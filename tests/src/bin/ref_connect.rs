@@ -43,12 +43,8 @@ fn main() -> ExitCode {
 
 fn run() -> Result<String> {
     let args: Vec<String> = std::env::args().collect();
-    let parse = |i: usize, default: Option<u64>| -> Result<u64> {
-        match (args.get(i), default) {
-            (Some(v), _) => v.parse().with_context(|| format!("argument {i}: {v:?}")),
-            (None, Some(d)) => Ok(d),
-            (None, None) => bail!("usage: ref_connect THREADS [WAIT_SECS]"),
-        }
+    let parse = |i, default| {
+        rgasnet_tests::library::positional(&args, i, default, "ref_connect THREADS [WAIT_SECS]")
     };
     let threads = parse(1, None)?.max(1) as usize;
     let wait = Duration::from_secs(parse(2, Some(20))?);
@@ -121,6 +117,7 @@ fn run() -> Result<String> {
     }
     // The watch makes no library call: one could wait on a lock the stuck threads hold.
     let began = Instant::now();
+    // Relaxed (both loads): the count alone is read; the threads publish nothing else.
     while returned.load(Ordering::Relaxed) < threads {
         if began.elapsed() > wait {
             let inside = threads - returned.load(Ordering::Relaxed);

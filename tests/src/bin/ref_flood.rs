@@ -38,11 +38,8 @@ fn main() -> ExitCode {
 }
 
 fn arg(args: &[String], i: usize, default: Option<u64>) -> Result<u64> {
-    match (args.get(i), default) {
-        (Some(v), _) => v.parse().with_context(|| format!("argument {i}: {v:?}")),
-        (None, Some(d)) => Ok(d),
-        (None, None) => bail!("usage: ref_flood NIS COUNT WINDOW [WAIT_SECS [BYTES [next|self]]]"),
-    }
+    let usage = "ref_flood NIS COUNT WINDOW [WAIT_SECS [BYTES [next|self]]]";
+    rgasnet_tests::library::positional(args, i, default, usage)
 }
 
 fn run() -> Result<String> {
