@@ -14,15 +14,11 @@
 use std::path::Path;
 use std::time::Duration;
 
+use rgasnet_tests::library::testing_reference_implementation;
 use rgasnet_tests::{paths, run_job, small_receive_blocks};
 
 const PROG: &str = env!("CARGO_BIN_EXE_am_conformance");
 const EXT: &str = env!("CARGO_BIN_EXE_ext_conformance");
-
-/// Whether the library under test is Sandia's reference implementation.
-fn reference() -> bool {
-    std::env::var("RGASNET_TEST_PORTALS_LIBRARY").map_or(true, |l| l != "rgasnet")
-}
 
 /// The paths through the network only: shared memory off, and (4 ranks) two supernodes.
 fn network_paths(ranks: u32) -> Vec<(&'static str, &'static [(&'static str, &'static str)])> {
@@ -96,7 +92,7 @@ fn conformance_over_a_portals_library() {
     );
     over_ref(2, (PROG, "unwind"), unwind, &blocks, paths(2));
     every_rank(EXT, "self", 2);
-    if reference() {
+    if testing_reference_implementation() {
         // Left out over the reference implementation (README, "Over a Portals library"):
         // the modes whose traffic meets its bugs (`ref_impl_bugs.rs`) or, sustained, its
         // sporadic losses.
@@ -131,5 +127,37 @@ fn conformance_over_a_portals_library() {
         ("flood ok", 1),
         &blocks,
         network_paths(4),
+    );
+}
+
+#[test]
+fn a_stopped_rank_ends_the_job_naming_it() {
+    // Rank 1 stops itself (SIGSTOP) with rank 0's requests on their way to it over the library:
+    // no acknowledgement comes, and rank 0 must end the job within RGASNET_PEER_TIMEOUT with
+    // a fatal error naming rank 1, instead of waiting for room forever (a library's lost
+    // message or acknowledgement looks the same).
+    let env = [
+        ("RGASNET_PORTALS", "ref"),
+        ("PTL_IFACE_NAME", "lo"),
+        ("RGASNET_PSHM", "0"),
+        ("RGASNET_PEER_TIMEOUT", "2"),
+    ];
+    let out = run_job(
+        2,
+        Path::new(PROG),
+        &["stopped-peer"],
+        &env,
+        Duration::from_secs(120),
+    );
+    assert!(
+        !out.status.success()
+            && out.stdout.contains("rank 1: stopping")
+            && out.stderr.contains("fatal error on rank 0: rank 1 ")
+            && out.stderr.contains("RGASNET_PEER_TIMEOUT (2 s)")
+            && !out.stderr.contains("was never reported"),
+        "{:?}\n{}\n{}",
+        out.status,
+        out.stdout,
+        out.stderr
     );
 }

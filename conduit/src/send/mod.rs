@@ -9,21 +9,22 @@
 //! re-enables meanwhile). The number of slots bounds the AMs in flight; a sender that finds none
 //! free keeps polling, so two ranks flooding each other cannot deadlock.
 
+mod acks;
+
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use hashbrown::HashMap;
 use std::time::{Duration, Instant};
 
-use rgasnet_portals::engine::{EqGet, MdHandle, MdSpec, PutArgs, RemoteAddr};
+use rgasnet_portals::engine::{MdHandle, MdSpec, PutArgs, RemoteAddr};
 use rgasnet_portals::memory::BULK_COPY_MIN;
 use rgasnet_portals::proto::REQUEST_HEADER_LEN;
 use rgasnet_portals::transport::DEFAULT_FRAGMENT_SIZE;
-use rgasnet_portals::{AckReq, EventKind, MdOptions, NiFail, ProcessId, Region, IN_PLACE_MIN};
+use rgasnet_portals::{AckReq, MdOptions, ProcessId, Region, IN_PLACE_MIN};
 
 use crate::client::{Inner, AM_PT, LONG_DATA_PT, MAX_BODY, MAX_LONG, MAX_MEDIUM};
 use crate::error::AmError;
@@ -78,16 +79,21 @@ struct InFlight {
     /// What the put uses besides a send slot, given back when it completes.
     own: Own,
     dest: u32,
+    /// Over a Portals library, when the put was last started (see
+    /// [`Inner::check_unacknowledged`]); `None` on the native engine, whose own retransmission
+    /// reports a dead target, so that its sends do not read the clock.
+    started: Option<Instant>,
 }
 
 impl InFlight {
-    /// An AM put to `dest` not yet tried.
-    fn of(args: PutArgs, own: Own, dest: u32) -> InFlight {
+    /// An AM put to `dest` not yet tried; `started` as [`Inner::ack_clock`] gives it.
+    fn of(args: PutArgs, own: Own, dest: u32, started: Option<Instant>) -> InFlight {
         InFlight {
             args,
             attempts: 0,
             own,
             dest,
+            started,
         }
     }
 }
@@ -460,9 +466,10 @@ impl Inner {
                 shared.clone()
             };
             let Some(share) = share else { break };
-            lock(&att.send)
-                .inflight
-                .insert(user_ptr, InFlight::of(args, Own::Staging(share), dest));
+            lock(&att.send).inflight.insert(
+                user_ptr,
+                InFlight::of(args, Own::Staging(share), dest, self.ack_clock()),
+            );
             if let Err(e) = self.start_put(call, att, &args, Start::Staged([piece, &[]])) {
                 // The pieces already issued complete on their own, and the last of them (or
                 // this) gives the staging region back. The header is never sent, so no
@@ -570,8 +577,10 @@ impl Inner {
                     let args =
                         args_at(*md, i as u64 * size as u64, tag(class as u64, u64::from(i)));
                     // Recorded under the same lock that handed out the slot.
-                    s.inflight
-                        .insert(args.user_ptr, InFlight::of(args, Own::Nothing, dest));
+                    s.inflight.insert(
+                        args.user_ptr,
+                        InFlight::of(args, Own::Nothing, dest, self.ack_clock()),
+                    );
                     break (Cow::Borrowed(region), args);
                 }
                 if in_handler() {
@@ -593,9 +602,10 @@ impl Inner {
                         })
                         .map_err(|source| AmError::Portals { call, source })?;
                     let args = args_at(md, 0, user_ptr);
-                    lock(&att.send)
-                        .inflight
-                        .insert(user_ptr, InFlight::of(args, Own::Md(md), dest));
+                    lock(&att.send).inflight.insert(
+                        user_ptr,
+                        InFlight::of(args, Own::Md(md), dest, self.ack_clock()),
+                    );
                     break (Cow::Owned(region), args);
                 }
             }
@@ -689,144 +699,6 @@ impl Inner {
         }
         self.poll_internal(call)?;
         Ok(())
-    }
-
-    /// Takes every acknowledgement waiting on the send EQ and resends what is due.
-    pub(crate) fn process_send_events(&self, call: &'static str) -> Result<(), AmError> {
-        let att = self.attached(call)?;
-        let mut more = true;
-        while more {
-            let (got, rest) = self
-                .am_ni
-                .eq_take_more(att.send_eq)
-                .map_err(|source| AmError::Portals { call, source })?;
-            more = rest;
-            let ev = match got {
-                EqGet::Empty => break,
-                EqGet::Event(ev) => ev,
-                EqGet::Dropped(_) => self.fatal(
-                    "acknowledgements were lost (send event queue overflow); raise GASNET_AM_EVENT_QUEUE_LENGTH",
-                ),
-            };
-            if ev.kind != EventKind::Ack {
-                continue;
-            }
-            let mut s = lock(&att.send);
-            let Some(fl) = s.inflight.get_mut(&ev.user_ptr) else {
-                continue;
-            };
-            match ev.ni_fail {
-                NiFail::Ok => {
-                    let fl = s.inflight.remove(&ev.user_ptr);
-                    release_slot(&mut s, ev.user_ptr);
-                    drop(s);
-                    if let Some(fl) = fl {
-                        // Its only operation completed: its memory is not in use.
-                        self.give_back(att, fl.own);
-                    }
-                }
-                NiFail::PtDisabled => {
-                    fl.attempts += 1;
-                    let at = Instant::now() + backoff(fl.attempts);
-                    s.resend.push(Reverse((at, ev.user_ptr)));
-                    // Relaxed: written under the send lock; a poll that reads a stale zero
-                    // skips the send path for one round only (see `poll_internal`).
-                    att.resends_queued.fetch_add(1, Ordering::Relaxed);
-                }
-                NiFail::Undeliverable => {
-                    let dest = fl.dest;
-                    drop(s);
-                    self.fatal(&format!(
-                        "rank {dest} is unreachable: no answer within RGASNET_PEER_TIMEOUT ({} s); it has probably died",
-                        self.config.peer_timeout_secs
-                    ))
-                }
-                other => {
-                    let dest = fl.dest;
-                    drop(s);
-                    self.fatal(&format!(
-                        "rank {dest} refused an active message with {other:?} (pt {}, {} bytes)",
-                        ev.pt_index, ev.rlength
-                    ))
-                }
-            }
-        }
-        // Resends that are due (the clock is read only when one is queued).
-        // Relaxed: counted under the send lock; a stale zero defers a resend to the next call.
-        if att.resends_queued.load(Ordering::Relaxed) == 0 {
-            return Ok(());
-        }
-        let now = Instant::now();
-        loop {
-            let args = {
-                let mut s = lock(&att.send);
-                match s.resend.peek() {
-                    Some(Reverse((at, _))) if *at <= now => {}
-                    _ => break,
-                }
-                let Some(Reverse((_, user_ptr))) = s.resend.pop() else {
-                    break;
-                };
-                // Relaxed: as for the increment above.
-                att.resends_queued.fetch_sub(1, Ordering::Relaxed);
-                s.inflight.get(&user_ptr).map(|fl| (fl.args, fl.dest))
-            };
-            let Some((args, dest)) = args else {
-                continue;
-            };
-            Counters::bump(&self.stats.resends);
-            let sent = self.am_ni.put(&args);
-            // The refusal held the departure handshake with `dest` (a leaving peer waits for
-            // this message); the transport holds the new send itself now.
-            if let Some(&peer) = self.peers.get(dest as usize) {
-                self.am_ni.refusal_resent(peer);
-            }
-            sent.map_err(|source| AmError::Portals { call, source })?;
-        }
-        Ok(())
-    }
-}
-
-impl Inner {
-    /// A new clock for a send that may wait for room (see [`Inner::waited`]).
-    pub(crate) fn stall_clock(&self) -> StallClock {
-        StallClock::new(self.config.stall_warning_secs)
-    }
-
-    /// Called before each wait for room to send to `dest`: once the wait has lasted
-    /// `RGASNET_STALL_WARNING` seconds, says so on standard error, naming the target and what
-    /// is outstanding, so that a job whose target never polls does not hang silently. The
-    /// send keeps waiting.
-    pub(crate) fn waited(&self, clock: &mut StallClock, call: &'static str, dest: u32) {
-        if let Some(waited) = clock.check() {
-            self.warn_stall(call, dest, waited);
-        }
-    }
-
-    /// The warning of [`Inner::waited`], with what this rank has outstanding.
-    #[cold]
-    fn warn_stall(&self, call: &'static str, dest: u32, waited: Duration) {
-        let detail = match self.attached.get() {
-            Some(att) if self.shm_route(att, dest).is_some() => {
-                format!("rank {dest}'s shared-memory queue stays full")
-            }
-            Some(att) => {
-                let s = lock(&att.send);
-                let to_dest = s.inflight.values().filter(|f| f.dest == dest).count();
-                format!(
-                    "{} active messages unacknowledged, {to_dest} of them to rank {dest}; {} refused by flow control and waiting to be resent",
-                    s.inflight.len(),
-                    s.resend.len()
-                )
-            }
-            None => "not attached".to_string(),
-        };
-        eprintln!(
-            "rgasnet: warning: rank {}: {call} to rank {dest} has waited {:.0} s for room to send ({detail}). Rank {dest} must poll (poll() or any blocking rgasnet call) for it to proceed; still waiting. RGASNET_STALL_WARNING={} sets when this is said (0: never).",
-            self.rank,
-            waited.as_secs_f64(),
-            self.config.stall_warning_secs
-        );
     }
 }
 

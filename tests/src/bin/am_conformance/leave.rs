@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use rgasnet::{AmError, Client};
 
-use crate::{poll_until, State, BIG_REPLY_REQ, SINK, SINK_MEDIUM};
+use crate::{poll_until, State, BIG_REPLY_REQ, SHORT_REQ, SINK, SINK_MEDIUM};
 use std::sync::atomic::Ordering;
 
 /// Requests rank 0 sends before it leaves, per part: far more than the transport's window, so
@@ -144,4 +144,24 @@ pub(crate) fn undrained(c: Client, st: &State) -> Result<(), String> {
     }
     println!("rank 1: undrained ok: rank 0 has left, {got} of {REQUESTS} replies came");
     Ok(())
+}
+
+/// Rank 1 stops (SIGSTOP: its threads, a Portals library's included, no longer run); rank 0's
+/// requests then go unacknowledged, and the conduit must end the job naming rank 1 within
+/// RGASNET_PEER_TIMEOUT instead of waiting forever. Returns only if it did not.
+pub(crate) fn stopped_peer(c: &Client) -> Result<(), String> {
+    let me = c.rank();
+    if me == 1 {
+        println!("rank 1: stopping");
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP)
+            .map_err(|e| format!("SIGSTOP: {e}"))?;
+    } else if me == 0 {
+        for _ in 0..1000 {
+            c.am_request_short(1, SHORT_REQ, &[])
+                .map_err(|e| e.to_string())?;
+        }
+        let _ = poll_until(c, 120, || false);
+    }
+    Err("the stopped rank was never reported".into())
 }

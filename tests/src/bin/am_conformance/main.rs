@@ -625,6 +625,7 @@ fn main() -> ExitCode {
             let _ = poll_until(&c, 20, || false);
             Err(format!("exit({code}) on rank {who} did not end the job"))
         }
+        "stopped-peer" => leave::stopped_peer(&c),
         "topology" => {
             // What the launcher and the conduit made of the job, for comparing launchers.
             println!(
