@@ -11,6 +11,7 @@
 use hashbrown::HashMap;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use rgasnet_portals::engine::{EqGet, MeHandle};
 use rgasnet_portals::{Event, EventKind, ListKind, NiFail, ProcessId, Region};
@@ -40,6 +41,10 @@ const REWIND_MIN: u64 = 32 << 10;
 /// block ([`Region::with_bytes`]) instead of being copied out first: a copy of a 65,000-byte
 /// payload is a microsecond on each side of a round trip.
 const LEND_MIN: u64 = rgasnet_portals::memory::BULK_COPY_MIN as u64;
+/// How often a rank over a Portals library enables its AM portals without having been told
+/// they were disabled ([`Inner::enable_unannounced`]): a refused sender resends within 5 ms, so
+/// a portal silently left disabled costs its senders at most this long.
+const UNANNOUNCED_ENABLE_EVERY: std::time::Duration = std::time::Duration::from_millis(20);
 
 thread_local! {
     /// Handlers running on this thread (nested only through self-sends, which are queued, so
@@ -173,6 +178,9 @@ pub(crate) struct RecvState {
     blocks: Vec<Block>,
     long_halves: HashMap<(u32, u64), LongParts>,
     disabled: [bool; 2],
+    /// Over a Portals library, when the AM portals were last enabled without a
+    /// `PtDisabled` event (see [`Inner::enable_unannounced`]).
+    enabled_at: Option<Instant>,
 }
 
 impl RecvState {
@@ -181,6 +189,7 @@ impl RecvState {
             blocks: Vec::with_capacity(blocks),
             long_halves: HashMap::new(),
             disabled: [false; 2],
+            enabled_at: None,
         }
     }
 
@@ -480,7 +489,7 @@ impl Inner {
         att: &Attached,
     ) -> Result<(), rgasnet_portals::PtlError> {
         if !rs.disabled.iter().any(|d| *d) {
-            return Ok(());
+            return self.enable_unannounced(rs);
         }
         for i in 0..rs.blocks.len() {
             self.repost(rs, att, i)?;
@@ -492,6 +501,31 @@ impl Inner {
                 Counters::bump(&self.stats.recoveries);
             }
         }
+        Ok(())
+    }
+
+    /// Over a Portals library, enables both AM portals again every [`UNANNOUNCED_ENABLE_EVERY`]
+    /// while every receive block is posted. Sandia's reference implementation at times
+    /// disables a portal (refusing every message with `PTL_NI_PT_DISABLED`) without posting
+    /// `PTL_EVENT_PT_DISABLED`, which would leave the senders resending their refused
+    /// messages forever; enabling an enabled portal changes nothing. Nothing on the native
+    /// engine, which announces every disable.
+    fn enable_unannounced(&self, rs: &mut RecvState) -> Result<(), rgasnet_portals::PtlError> {
+        if self.inflight_cap == usize::MAX {
+            return Ok(());
+        }
+        let now = Instant::now();
+        if rs
+            .enabled_at
+            .is_some_and(|t| now.duration_since(t) < UNANNOUNCED_ENABLE_EVERY)
+            || rs.blocks.iter().any(|b| b.me.is_none())
+        {
+            return Ok(());
+        }
+        for pt in [AM_PT, LONG_DATA_PT] {
+            self.am_ni.pt_enable(pt)?;
+        }
+        rs.enabled_at = Some(now);
         Ok(())
     }
 
