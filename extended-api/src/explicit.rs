@@ -314,7 +314,7 @@ pub(crate) fn put_args(
         length: len as u64,
         ack_req: AckReq::ConfirmedAck,
         remote: remote(rank, offset),
-        user_ptr: u64::from(user_ptr),
+        user_ptr: chunk_user_ptr(user_ptr, len),
         hdr_data: 0,
     }
 }
@@ -332,8 +332,23 @@ pub(crate) fn get_args(
         local_offset: local as u64,
         length: len as u64,
         remote: remote(rank, offset),
-        user_ptr: u64::from(user_ptr),
+        user_ptr: chunk_user_ptr(user_ptr, len),
     }
+}
+
+/// The `user_ptr` of an explicit put or get chunk: its operation's cell in the low 32 bits,
+/// the chunk's length above them. The acknowledgement or reply then says how many bytes were
+/// asked for: the specification gives those events `mlength` (what the target took) but no
+/// `rlength` (Sandia's reference implementation leaves it 0), and the completion compares the
+/// two to report a truncated access and returns the bytes to the budget. A chunk is at most
+/// [`crate::ext::PUT_CHUNK`] bytes, far below 2^32.
+fn chunk_user_ptr(cell: u32, len: usize) -> u64 {
+    u64::from(cell) | (len as u64) << 32
+}
+
+/// The cell and the requested length of a chunk's `user_ptr` ([`chunk_user_ptr`]).
+pub(crate) fn chunk_of(user_ptr: u64) -> (u64, u64) {
+    (user_ptr & u64::from(u32::MAX), user_ptr >> 32)
 }
 
 pub(crate) fn remote(rank: u32, offset: u64) -> RemoteAddr {

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rgasnet::{AttachSpec, Category, Client, Handler, MappedSegment, SegmentSpec};
 use rgasnet_portals::engine::{Engine, EqGet, EqHandle, MdHandle, MdSpec};
@@ -570,21 +570,24 @@ impl Shared {
                 }
             };
             self.credits.fetch_sub(1, Ordering::Relaxed);
+            // The length asked for travels in the user_ptr: these events carry no rlength.
+            let (cell, requested) = crate::explicit::chunk_of(ev.user_ptr);
             match ev.kind {
                 // Every acknowledged operation on this queue is an explicit put chunk, every
                 // replied one an explicit get chunk.
-                EventKind::Ack => self.release_put_bytes(ev.rlength),
-                EventKind::Reply => self.release_get_bytes(ev.rlength),
+                EventKind::Ack => self.release_put_bytes(requested),
+                EventKind::Reply => self.release_get_bytes(requested),
                 _ => {}
             }
             // A range straddling the end of the target's entry is truncated by Portals (the
-            // part inside is moved): report it as the access outside the entry it is.
-            let fail = if ev.ni_fail == NiFail::Ok && ev.mlength < ev.rlength {
+            // part inside is moved), one past its end moves nothing: report either as the
+            // access outside the entry it is.
+            let fail = if ev.ni_fail == NiFail::Ok && ev.mlength < requested {
                 NiFail::Segv
             } else {
                 ev.ni_fail
             };
-            if let Freed::Landing(l) = self.core.ops.complete(ev.user_ptr, 1, fail) {
+            if let Freed::Landing(l) = self.core.ops.complete(cell, 1, fail) {
                 self.release_landing_in(e, l);
             }
         }
@@ -618,17 +621,42 @@ impl Shared {
         }
     }
 
-    /// The one wait loop: until `done` holds (checked under the engine lock after draining
-    /// completions), alternately runs AM handlers (`client.poll()`, which also reports a call
-    /// from inside a handler) and makes network progress, spinning briefly and then blocking in
-    /// the kernel until a datagram arrives. `timeout: Some(0)` makes one round and returns.
+    /// The one wait loop for this rank's own operations: until `done` holds (checked under
+    /// the engine lock after draining completions), alternately runs AM handlers
+    /// (`client.poll()`, which also reports a call from inside a handler) and makes network
+    /// progress, spinning briefly and then blocking in the kernel until a datagram arrives.
+    /// `timeout: Some(0)` makes one round and returns. Over a Portals library, which
+    /// acknowledges and replies on its own progress, a wait that lasts `RGASNET_PEER_TIMEOUT`
+    /// ends in [`ExtError::NoCompletion`] (the native engine reports a dead target itself).
     pub(crate) fn wait_until(
         &self,
         call: &'static str,
         timeout: Option<Duration>,
+        done: impl FnMut(&mut dyn EngineView, &Shared) -> Result<bool, ExtError>,
+    ) -> Result<(), ExtError> {
+        self.wait_rounds(call, timeout, true, done)
+    }
+
+    /// [`Shared::wait_until`] for what other ranks must do first (a barrier): as long as it
+    /// takes, over a library too.
+    pub(crate) fn wait_for_peers(
+        &self,
+        call: &'static str,
+        done: impl FnMut(&mut dyn EngineView, &Shared) -> Result<bool, ExtError>,
+    ) -> Result<(), ExtError> {
+        self.wait_rounds(call, None, false, done)
+    }
+
+    fn wait_rounds(
+        &self,
+        call: &'static str,
+        timeout: Option<Duration>,
+        bounded: bool,
         mut done: impl FnMut(&mut dyn EngineView, &Shared) -> Result<bool, ExtError>,
     ) -> Result<(), ExtError> {
         let once = timeout == Some(Duration::ZERO);
+        // Over a library: when this wait first found its condition unmet.
+        let mut waiting_since: Option<Instant> = None;
         loop {
             self.core
                 .client
@@ -662,7 +690,14 @@ impl Shared {
                     Some(Ok(true)) => return Ok(()),
                     Some(Err(x)) => return Err(x),
                     Some(Ok(false)) | None if once => return Ok(()),
-                    Some(Ok(false)) | None => std::thread::yield_now(),
+                    Some(Ok(false)) | None => {
+                        let since = *waiting_since.get_or_insert_with(Instant::now);
+                        let secs = self.core.client.config().peer_timeout_secs.max(1);
+                        if bounded && since.elapsed() >= Duration::from_secs(secs) {
+                            return Err(ExtError::NoCompletion { call, secs });
+                        }
+                        std::thread::yield_now()
+                    }
                 }
                 continue;
             };

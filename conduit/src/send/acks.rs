@@ -68,11 +68,12 @@ impl Inner {
                     ))
                 }
                 other => {
-                    let dest = fl.dest;
+                    // The put's own length and portal: an acknowledgement carries no rlength
+                    // (a library may leave it 0).
+                    let (dest, bytes, pt) = (fl.dest, fl.args.length, fl.args.remote.pt_index);
                     drop(s);
                     self.fatal(&format!(
-                        "rank {dest} refused an active message with {other:?} (pt {}, {} bytes)",
-                        ev.pt_index, ev.rlength
+                        "rank {dest} refused an active message with {other:?} (pt {pt}, {bytes} bytes)"
                     ))
                 }
             }
