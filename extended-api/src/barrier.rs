@@ -503,7 +503,7 @@ impl Extended {
             // Every so many looks the wait steps out (the check runs under the interface's
             // lock) to ask whether the rank it waits for has ended its program.
             let mut ask = false;
-            self.sh.wait_until(call, None, |_, _| {
+            self.sh.wait_for_peers(call, |_, _| {
                 if b.is_complete(epoch) {
                     return Ok(true);
                 }

@@ -97,6 +97,18 @@ pub enum ExtError {
         /// Why, as the network layer reported it.
         fail: NiFail,
     },
+    /// Over a Portals library: nothing this wait needed completed within
+    /// `RGASNET_PEER_TIMEOUT`. A library acknowledges and replies on its own progress, so an
+    /// operation or its answer was lost (Sandia's reference implementation loses some under
+    /// load), or a target died or stopped. A wait for one operation reports
+    /// [`ExtError::Remote`] with `NiFail::Undeliverable` and its rank instead.
+    #[error("{call}: nothing completed within RGASNET_PEER_TIMEOUT ({secs} s) over the Portals library: an operation or its answer was lost, or a target died or stopped")]
+    NoCompletion {
+        /// The call.
+        call: &'static str,
+        /// The bound, in seconds.
+        secs: u64,
+    },
     /// Implicit-handle operations failed since the last sync (counting events tell how many,
     /// not which; the destinations of failed gets are unspecified).
     #[error("{call}: {failures} implicit-handle operation(s) failed since the last sync")]

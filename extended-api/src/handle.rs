@@ -1,7 +1,7 @@
 //! The handle of an explicit-handle (`nb`) operation or of an access region ([`NbHandle`]):
 //! what it waits for, and how a completed get's bytes reach the caller's buffer.
 
-use rgasnet_portals::EngineView;
+use rgasnet_portals::{EngineView, NiFail};
 
 use crate::error::ExtError;
 use crate::explicit::not_in_handler;
@@ -171,7 +171,21 @@ impl<'a> NbHandle<'a> {
                 return r;
             }
             let me = &self;
-            self.sh.wait_until(call, None, |e, _| Ok(me.ready(e)))?;
+            match (
+                self.sh.wait_until(call, None, |e, _| Ok(me.ready(e))),
+                &self.kind,
+            ) {
+                (Ok(()), _) => {}
+                // One operation, one rank: named as the native engine names a dead target.
+                (Err(ExtError::NoCompletion { .. }), Kind::Op { rank, .. }) => {
+                    return Err(ExtError::Remote {
+                        call,
+                        rank: *rank,
+                        fail: NiFail::Undeliverable,
+                    })
+                }
+                (Err(e), _) => return Err(e),
+            }
         }
     }
 }

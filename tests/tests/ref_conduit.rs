@@ -85,6 +85,7 @@ fn conformance_over_a_portals_library() {
         every_rank(PROG, "errors", n);
         every_rank(EXT, "barrier", n);
     }
+    every_rank(EXT, "errors", 2);
     let blocks = small_receive_blocks(&[]);
     let unwind = (
         "rank 1: unwind ok: 380 messages, 20 handler panics caught",
@@ -112,7 +113,6 @@ fn conformance_over_a_portals_library() {
         &[],
         paths(2),
     );
-    every_rank(EXT, "errors", 2);
     every_rank(EXT, "threads", 2);
     every_rank(EXT, "leave", 2);
     let leave = ("rank 1: leave ok: 6000 requests", 1);
@@ -130,25 +130,52 @@ fn conformance_over_a_portals_library() {
     );
 }
 
+/// A job of 2 ranks over the network (`engine`: `ref` or `native`) with a 2-second
+/// `RGASNET_PEER_TIMEOUT`, running `program stopped-peer`.
+fn with_a_stopped_rank(program: &str, engine: &str) -> rgasnet_tests::JobOutput {
+    let env = [
+        ("RGASNET_PORTALS", engine),
+        ("PTL_IFACE_NAME", "lo"),
+        ("RGASNET_PSHM", "0"),
+        ("RGASNET_PEER_TIMEOUT", "2"),
+    ];
+    run_job(
+        2,
+        Path::new(program),
+        &["stopped-peer"],
+        &env,
+        Duration::from_secs(120),
+    )
+}
+
+#[test]
+fn a_stopped_rank_fails_the_put_to_it_on_either_engine() {
+    // Rank 1 stops itself (SIGSTOP) after a barrier; rank 0's blocking put to it must fail
+    // within RGASNET_PEER_TIMEOUT with Remote { rank 1, Undeliverable }: over the library
+    // (whose wait is bounded) as over the native engine (whose retransmission gives up).
+    for engine in ["ref", "native"] {
+        let out = with_a_stopped_rank(EXT, engine);
+        assert!(
+            out.status.success()
+                && out.stdout.contains("rank 1: stopping")
+                && out
+                    .stdout
+                    .contains("rank 0: stopped-peer ok: the put to rank 1 failed after"),
+            "{engine}: {:?}\n{}\n{}",
+            out.status,
+            out.stdout,
+            out.stderr
+        );
+    }
+}
+
 #[test]
 fn a_stopped_rank_ends_the_job_naming_it() {
     // Rank 1 stops itself (SIGSTOP) with rank 0's requests on their way to it over the library:
     // no acknowledgement comes, and rank 0 must end the job within RGASNET_PEER_TIMEOUT with
     // a fatal error naming rank 1, instead of waiting for room forever (a library's lost
     // message or acknowledgement looks the same).
-    let env = [
-        ("RGASNET_PORTALS", "ref"),
-        ("PTL_IFACE_NAME", "lo"),
-        ("RGASNET_PSHM", "0"),
-        ("RGASNET_PEER_TIMEOUT", "2"),
-    ];
-    let out = run_job(
-        2,
-        Path::new(PROG),
-        &["stopped-peer"],
-        &env,
-        Duration::from_secs(120),
-    );
+    let out = with_a_stopped_rank(PROG, "ref");
     assert!(
         !out.status.success()
             && out.stdout.contains("rank 1: stopping")

@@ -257,3 +257,48 @@ pub(crate) fn memset_left(client: &Client, ext: &Extended) -> ExitCode {
     eprintln!("ext_conformance: rank 1: memset-left FAILED: the memset never landed");
     ExitCode::from(1)
 }
+
+/// Rank 1 stops (SIGSTOP: its threads, a Portals library's included, no longer run) after a
+/// barrier; rank 0's blocking put to it must fail within RGASNET_PEER_TIMEOUT with
+/// `Remote { rank: 1, fail: Undeliverable }` (the native engine's retransmission gives up, a
+/// library's wait is bounded), then rank 0 ends the job, rank 1 with it.
+pub(crate) fn stopped_peer(ext: &Extended) -> ExitCode {
+    let me = ext.rank();
+    if let Err(e) = ext.barrier() {
+        eprintln!("ext_conformance: rank {me}: barrier: {e}");
+        return ExitCode::from(1);
+    }
+    if me == 1 {
+        println!("rank 1: stopping");
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        if let Err(e) = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP) {
+            eprintln!("ext_conformance: rank 1: SIGSTOP: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    if me != 0 {
+        // Not reached by a stopped rank 1: rank 0 ends the job.
+        std::thread::sleep(Duration::from_secs(120));
+        return ExitCode::from(1);
+    }
+    // Give rank 1 the moment it needs to stop.
+    std::thread::sleep(Duration::from_millis(200));
+    let start = Instant::now();
+    let r = ext.put(1, 0, &[7; 64]);
+    let waited = start.elapsed().as_secs_f64();
+    match r {
+        Err(ExtError::Remote {
+            call: "put",
+            rank: 1,
+            fail: rgasnet_extended::NiFail::Undeliverable,
+        }) => {
+            println!("rank 0: stopped-peer ok: the put to rank 1 failed after {waited:.1} s");
+            let _ = std::io::Write::flush(&mut std::io::stdout());
+            ext.client().exit(0)
+        }
+        other => {
+            eprintln!("ext_conformance: rank 0: stopped-peer: the put to a stopped rank 1 gave {other:?} after {waited:.1} s");
+            ext.client().exit(1)
+        }
+    }
+}

@@ -711,6 +711,9 @@ fn main() -> ExitCode {
     if mode == "barrier-notify-left" {
         return leave::barrier_notify_left(&ext);
     }
+    if mode == "stopped-peer" {
+        return leave::stopped_peer(&ext);
+    }
     let _ = cell.set(ext.clone());
     let seed = 0x5eed_0000 + u64::from(me);
     let mut rng = Rng::new(seed);
