@@ -80,6 +80,10 @@ if [ -f "$portals_tarball" ] && have_libclang; then
         RGASNET_TEST_PORTALS_LIBRARY=rgasnet \
         cargo test -p rgasnet-tests --features ref-impl --release --test ref_impl \
         --test ref_conduit --test ref_impl_bugs -- --test-threads=1
+    # `rgasnet-bench compare --paths native,ref` over it (the README's native/ref figures).
+    CARGO_TARGET_DIR=$PWD/target/ref-over-libportals PORTALS4_DIR=$PWD/target/libportals/install \
+        LD_LIBRARY_PATH=$PWD/target/libportals/install/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+        cargo test -p rgasnet-bench --features ref-impl --release --test ref_compare
 elif [ -f "$portals_tarball" ]; then
     echo "SKIPPED: libportals test/basic (scripts/libportals-tests.sh) — libclang missing; fix: apt-get install -y libclang-dev" >>"$skip_log"
 else

@@ -4,7 +4,9 @@
 //!
 //! A path is a way to run a job, set by the environment: `native` (the Portals engine over
 //! UDP loopback between two ranks, shared memory off), `loopback` (one rank, AMs to itself),
-//! `pshm` (two ranks on one supernode, through shared memory). Every job prints its own raw
+//! `pshm` (two ranks on one supernode, through shared memory), `ref` (two ranks over a Portals
+//! 4 library, `RGASNET_PORTALS=ref`: benchmarks built with `--features ref-impl`, the library
+//! on `LD_LIBRARY_PATH`). Every job prints its own raw
 //! baselines (UDP always; the shared-memory flag ping-pong and memcpy on the PSHM path), so
 //! each path's ratios are taken against figures measured in the same run.
 
@@ -33,6 +35,11 @@ pub enum PathKind {
     Loopback,
     /// Two ranks with the shared-memory path on.
     Pshm,
+    /// Two ranks over a Portals 4 library (`RGASNET_PORTALS=ref`), shared memory off: the
+    /// benchmarks must be built with `--features ref-impl` against the library
+    /// (`PORTALS4_DIR`), found at run time through `LD_LIBRARY_PATH`. On one host the
+    /// library's interface is the loopback (`PTL_IFACE_NAME=lo`) unless set.
+    Ref,
 }
 
 impl PathKind {
@@ -42,6 +49,7 @@ impl PathKind {
             PathKind::Native => "native",
             PathKind::Loopback => "loopback",
             PathKind::Pshm => "pshm",
+            PathKind::Ref => "ref",
         }
     }
 
@@ -60,6 +68,15 @@ impl PathKind {
             PathKind::Native => vec![kv("RGASNET_PSHM", "0"), kv("GASNET_SUPERNODE_MAXSIZE", "1")],
             PathKind::Loopback => vec![],
             PathKind::Pshm => vec![kv("RGASNET_PSHM", "1"), kv("GASNET_SUPERNODE_MAXSIZE", "0")],
+            PathKind::Ref => {
+                let iface = std::env::var("PTL_IFACE_NAME").unwrap_or_else(|_| "lo".into());
+                vec![
+                    kv("RGASNET_PORTALS", "ref"),
+                    kv("PTL_IFACE_NAME", &iface),
+                    kv("RGASNET_PSHM", "0"),
+                    kv("GASNET_SUPERNODE_MAXSIZE", "1"),
+                ]
+            }
         }
     }
 }
@@ -545,6 +562,12 @@ mod tests {
             ("RGASNET_PSHM".to_string(), "0".to_string())
         );
         assert_eq!(PathKind::Loopback.ranks(), 1);
+        let t = T::try_parse_from(["x", "--paths", "native,ref"]).unwrap();
+        assert_eq!(t.a.paths, vec![PathKind::Native, PathKind::Ref]);
+        let env = PathKind::Ref.env();
+        assert_eq!(env[0], ("RGASNET_PORTALS".to_string(), "ref".to_string()));
+        assert!(env.contains(&("RGASNET_PSHM".to_string(), "0".to_string())));
+        assert_eq!(PathKind::Ref.ranks(), 2);
     }
 
     #[test]
