@@ -1,7 +1,7 @@
 //! Reproducers of Portals 4 reference-implementation bugs, against the library alone
-//! (feature `ref-impl`; the programs `src/bin/ref_connect.rs` and `src/bin/ref_flood.rs` use
-//! `rgasnet_portals::refimpl::ni::LibNi`, the thin layer over the library's calls, and no
-//! conduit). Each is why the `ref` engine adapts (a limit, a start-up step) or leaves a
+//! (feature `ref-impl`; the programs `src/bin/ref_connect.rs`, `src/bin/ref_flood.rs` and
+//! `src/bin/ref_blocks.rs` use `rgasnet_portals::refimpl::ni::LibNi`, the thin layer over the
+//! library's calls, and no conduit). Each is why the `ref` engine adapts (a limit, a start-up step) or leaves a
 //! conformance mode out over Sandia's reference implementation (README, "Over a Portals
 //! library"). `scripts/test.sh` runs them over two libraries and names which in
 //! `RGASNET_TEST_PORTALS_LIBRARY`: over Sandia's reference implementation (`reference`, the
@@ -19,6 +19,7 @@ use rgasnet_tests::{run_job, JobOutput};
 
 const CONNECT: &str = env!("CARGO_BIN_EXE_ref_connect");
 const FLOOD: &str = env!("CARGO_BIN_EXE_ref_flood");
+const BLOCKS: &str = env!("CARGO_BIN_EXE_ref_blocks");
 
 fn run(program: &str, args: &[&str]) -> JobOutput {
     run_job(
@@ -110,4 +111,17 @@ fn reference_bug_puts_of_60000_bytes_are_lost() {
     fine.assert_success();
     let args = ["1", "1000", "4", "10", "60000"];
     shows_in_some_run(FLOOD, &args, "stalled for 10s after", "ref flood ok");
+}
+
+#[test]
+fn reference_bug_a_put_among_refused_16_kib_puts_is_lost() {
+    // The AM layer's receive pattern without the conduit: two locally managed blocks that
+    // fill, unlink and are appended again on a flow-controlled portal, refused puts sent
+    // again. 20,000 128-byte puts into 1 KiB blocks (thousands refused) all arrive and are
+    // acknowledged; of 20,000 16,388-byte puts (a lent Medium's size) into 128 KiB blocks one
+    // is acknowledged but never delivered, or never acknowledged (every run here).
+    let fine = run(BLOCKS, &["20000", "8", "128", "1024", "10"]);
+    fine.assert_success();
+    let args = ["20000", "8", "16388", "131072", "10"];
+    shows_in_some_run(BLOCKS, &args, "stalled for 10s after", "ref blocks ok");
 }
