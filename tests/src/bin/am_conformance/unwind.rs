@@ -66,7 +66,11 @@ pub(crate) fn unwind(c: &Client, st: &State) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut panics = 0;
     let mut result = Ok(());
-    while st.sunk.load(Ordering::Relaxed) < want && Instant::now() < deadline {
+    // Until every message and every panic has been seen (AMs are not ordered: a refused
+    // message sent again arrives after later ones, so a panicking one may come last), then
+    // 200 ms more, in which anything would be a duplicate.
+    let mut linger: Option<Instant> = None;
+    while linger.is_none_or(|end| Instant::now() < end) && Instant::now() < deadline {
         match catch_unwind(AssertUnwindSafe(|| c.poll())) {
             Ok(Ok(_)) => {}
             Ok(Err(err)) => {
@@ -75,14 +79,12 @@ pub(crate) fn unwind(c: &Client, st: &State) -> Result<(), String> {
             }
             Err(_) => panics += 1,
         }
+        if linger.is_none() && st.sunk.load(Ordering::Relaxed) >= want && panics >= panics_wanted {
+            linger = Some(Instant::now() + Duration::from_millis(200));
+        }
     }
     std::panic::set_hook(hook);
     result?;
-    // Anything more would be a duplicate; give it a moment to show up.
-    let linger = Instant::now() + Duration::from_millis(200);
-    while Instant::now() < linger {
-        c.poll().map_err(e)?;
-    }
     let got = st.sunk.load(Ordering::Relaxed);
     if got != want || panics != panics_wanted {
         return Err(format!(
