@@ -702,6 +702,13 @@ pub(crate) fn am_block_spec(region: &Region) -> MeSpec {
 }
 
 impl Inner {
+    /// Whether this client runs over a Portals library (`RGASNET_PORTALS=ref`), which bounds
+    /// what is in flight ([`Inner::inflight_cap`]) and progresses on its own.
+    #[inline]
+    pub(crate) fn over_library(&self) -> bool {
+        self.inflight_cap != usize::MAX
+    }
+
     pub(crate) fn attached(&self, call: &'static str) -> Result<&Attached, crate::error::AmError> {
         // A match, not `ok_or`: an eagerly built error is dropped (a call) on every success.
         match self.attached.get() {

@@ -511,7 +511,7 @@ impl Inner {
     /// messages forever; enabling an enabled portal changes nothing. Nothing on the native
     /// engine, which announces every disable.
     fn enable_unannounced(&self, rs: &mut RecvState) -> Result<(), rgasnet_portals::PtlError> {
-        if self.inflight_cap == usize::MAX {
+        if !self.over_library() {
             return Ok(());
         }
         let now = Instant::now();

@@ -78,7 +78,7 @@ impl Inner {
                 }
             }
         }
-        if self.inflight_cap != usize::MAX {
+        if self.over_library() {
             self.check_unacknowledged(att);
         }
         // Resends that are due (the clock is read only when one is queued).
@@ -124,7 +124,7 @@ impl Inner {
     /// `None` (no clock read) on the native engine.
     #[inline]
     pub(super) fn ack_clock(&self) -> Option<Instant> {
-        (self.inflight_cap != usize::MAX).then(Instant::now)
+        self.over_library().then(Instant::now)
     }
 
     /// Over a Portals library, ends the job when an AM put has waited `RGASNET_PEER_TIMEOUT`

@@ -497,7 +497,7 @@ impl Inner {
         dest: u32,
         watch: &mut StallClock,
     ) -> Result<(), AmError> {
-        if self.inflight_cap == usize::MAX || in_handler() {
+        if !self.over_library() || in_handler() {
             return Ok(());
         }
         while lock(&att.send).inflight.len() >= self.inflight_cap {
