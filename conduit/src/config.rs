@@ -33,12 +33,19 @@ pub const PSHM_BARRIER: &str = "RGASNET_PSHM_BARRIER";
 pub const PORTALS: &str = "RGASNET_PORTALS";
 /// `RGASNET_PORTALS_MAX_INFLIGHT`: over a Portals library (`RGASNET_PORTALS=ref`), the active
 /// messages (and pieces of Long payloads) a rank keeps unacknowledged at once, 1 to 65536
-/// (default 8). Sandia's reference implementation loses acknowledgements (and some puts)
-/// when more than about 32 puts wait for theirs (`tests/src/bin/ref_flood.rs` shows it), and with the
-/// replies that handlers send past the bound, 16 was still too many for four threads per
-/// rank; a send past the bound polls until one is acknowledged. Replies sent from handlers, which cannot wait, go
-/// past it. The native engine has no such bound.
+/// (default 8). A send past the bound polls until one is acknowledged; a reply sent from a
+/// handler, which cannot wait, is queued and leaves when one is. Sandia's reference
+/// implementation never sends a UDP datagram again: one the kernel drops because the
+/// receiving socket's buffer is full is lost, with its put or acknowledgement
+/// (`tests/src/bin/ref_flood.rs` shows it), so what a rank has in flight must fit the
+/// receivers' buffers. The native engine has no such bound.
 pub const PORTALS_MAX_INFLIGHT: &str = "RGASNET_PORTALS_MAX_INFLIGHT";
+/// `RGASNET_PORTALS_MAX_INFLIGHT_BYTES`: over a Portals library, the bytes of active-message
+/// puts a rank keeps unacknowledged at once (default 16K; one larger message goes alone), as
+/// [`PORTALS_MAX_INFLIGHT`] bounds their number. Over Sandia's reference implementation, two
+/// ranks lose puts with 12 of 7,000 bytes in flight each way and not with 8 (a socket buffer
+/// of `net.core.rmem_default`, 208 KiB); 16K leaves room for three senders to one rank.
+pub const PORTALS_MAX_INFLIGHT_BYTES: &str = "RGASNET_PORTALS_MAX_INFLIGHT_BYTES";
 /// `RGASNET_PEER_TIMEOUT`: seconds a silent peer is waited for before its operations fail
 /// (default 30).
 pub const PEER_TIMEOUT: &str = "RGASNET_PEER_TIMEOUT";
@@ -197,6 +204,9 @@ pub struct Config {
     /// Active messages kept unacknowledged at once over a Portals library
     /// ([`PORTALS_MAX_INFLIGHT`]).
     pub portals_max_inflight: usize,
+    /// Bytes of active messages kept unacknowledged at once over a Portals library
+    /// ([`PORTALS_MAX_INFLIGHT_BYTES`]).
+    pub portals_max_inflight_bytes: usize,
     /// Seconds before a silent peer's operations fail.
     pub peer_timeout_secs: u64,
     /// Seconds a send waits for room before a warning (0: never).
@@ -316,6 +326,13 @@ impl Config {
         })?;
         let portals_max_inflight =
             r.get(PORTALS_MAX_INFLIGHT, 8usize, |v| parse_count(v, 1, 1 << 16))?;
+        let portals_max_inflight_bytes = r.get(PORTALS_MAX_INFLIGHT_BYTES, 16usize << 10, |v| {
+            let n = parse_size(v)?;
+            if !(1..=1 << 30).contains(&n) {
+                return Err("must be from 1 byte to 1G".into());
+            }
+            usize::try_from(n).map_err(|_| "too large for this platform".to_string())
+        })?;
         let peer_timeout_secs = r.get(PEER_TIMEOUT, 30u64, |v| {
             Ok(parse_count(v, 1, 86_400)? as u64)
         })?;
@@ -370,6 +387,7 @@ impl Config {
             verbose_env,
             portals,
             portals_max_inflight,
+            portals_max_inflight_bytes,
             peer_timeout_secs,
             stall_warning_secs,
             iface,
@@ -596,6 +614,14 @@ mod tests {
         for bad in ["0", "65537", "many"] {
             let e = Config::from_source(&env(&[(PORTALS_MAX_INFLIGHT, bad)])).unwrap_err();
             assert_eq!((e.var, e.value.as_str()), (PORTALS_MAX_INFLIGHT, bad));
+        }
+        let c = Config::from_source(&env(&[])).unwrap();
+        assert_eq!(c.portals_max_inflight_bytes, 16 << 10);
+        let c = Config::from_source(&env(&[(PORTALS_MAX_INFLIGHT_BYTES, "64K")])).unwrap();
+        assert_eq!(c.portals_max_inflight_bytes, 64 << 10);
+        for bad in ["0", "2G", "lots"] {
+            let e = Config::from_source(&env(&[(PORTALS_MAX_INFLIGHT_BYTES, bad)])).unwrap_err();
+            assert_eq!((e.var, e.value.as_str()), (PORTALS_MAX_INFLIGHT_BYTES, bad));
         }
     }
 

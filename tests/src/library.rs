@@ -48,3 +48,29 @@ pub fn positional(args: &[String], i: usize, default: Option<u64>, usage: &str) 
 pub fn testing_reference_implementation() -> bool {
     std::env::var("RGASNET_TEST_PORTALS_LIBRARY").map_or(true, |l| l != "rgasnet")
 }
+
+/// UDP datagrams this host's kernel has dropped because the receiving socket's buffer was
+/// full (`RcvbufErrors` in `/proc/net/snmp`, all sockets of the host); `None` where the file
+/// is missing or unreadable. Sandia's reference implementation never sends a datagram again,
+/// so each such drop there loses a put or an acknowledgement.
+pub fn udp_receive_buffer_drops() -> Option<u64> {
+    let snmp = std::fs::read_to_string("/proc/net/snmp").ok()?;
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (udp.next()?, udp.next()?);
+    let column = names.split_whitespace().position(|n| n == "RcvbufErrors")?;
+    values.split_whitespace().nth(column)?.parse().ok()
+}
+
+/// What a reproducer's message says when the kernel dropped UDP datagrams during its run.
+pub const DROPPED: &str = "the kernel dropped UDP datagrams for full socket receive buffers";
+
+/// What [`udp_receive_buffer_drops`] counted since `before`, for a reproducer's message.
+pub fn udp_drops_since(before: Option<u64>) -> String {
+    match (before, udp_receive_buffer_drops()) {
+        (Some(a), Some(b)) if b > a => {
+            format!("{DROPPED} meanwhile: {} (RcvbufErrors, this host)", b - a)
+        }
+        (Some(_), Some(_)) => "the kernel dropped no UDP datagram meanwhile".to_string(),
+        _ => "no count of the kernel's dropped UDP datagrams here (/proc/net/snmp)".to_string(),
+    }
+}

@@ -14,7 +14,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use rgasnet_tests::library::testing_reference_implementation;
+use rgasnet_tests::library::{testing_reference_implementation, DROPPED};
 use rgasnet_tests::{run_job, JobOutput};
 
 const CONNECT: &str = env!("CARGO_BIN_EXE_ref_connect");
@@ -84,13 +84,29 @@ fn reference_bug_threads_connecting_to_one_peer_at_once_wait_forever_in_ptlput()
 }
 
 #[test]
+fn reference_bug_a_datagram_the_kernel_drops_is_never_sent_again() {
+    // The library's UDP transport sends a datagram once. 3,000 7,000-byte acknowledged puts
+    // each way, at most 4 unacknowledged: all come. At most 12: the receiving socket's buffer
+    // (`net.core.rmem_default`, 208 KiB here) overflows, the kernel drops datagrams
+    // (`RcvbufErrors`), and the puts or acknowledgements they carried never come. With the
+    // buffer raised (`sysctl net.core.rmem_default=8388608`) all come, here and in the two
+    // tests below (measured by hand: the test does not change the host's settings). Why the
+    // conduit bounds the bytes of AM puts in flight (RGASNET_PORTALS_MAX_INFLIGHT_BYTES).
+    let fine = run(FLOOD, &["1", "3000", "4", "10", "7000"]);
+    fine.assert_success();
+    let args = ["1", "3000", "12", "10", "7000"];
+    shows_in_some_run(FLOOD, &args, DROPPED, "ref flood ok");
+}
+
+#[test]
 fn reference_bug_puts_or_their_acknowledgements_are_lost_with_more_than_32_in_flight() {
     // 5,000 acknowledged 32-byte puts each way: at most 16 waiting for their ACK, all come
-    // (32 too, in most runs); at most 64, some ACKs (and sometimes some puts) never come.
+    // (32 too, in most runs); at most 64, some ACKs (and sometimes some puts) never come:
+    // the kernel dropped their datagrams (the bug above).
     let within = run(FLOOD, &["1", "5000", "16", "10"]);
     within.assert_success();
     let args = ["1", "5000", "64", "10"];
-    shows_in_some_run(FLOOD, &args, "stalled for 10s after", "ref flood ok");
+    shows_in_some_run(FLOOD, &args, DROPPED, "ref flood ok");
 }
 
 #[test]
@@ -106,11 +122,12 @@ fn reference_bug_puts_of_1000_bytes_deliver_other_bytes() {
 #[test]
 fn reference_bug_puts_of_60000_bytes_are_lost() {
     // 1,000 16 KiB puts all arrive; of 1,000 60,000-byte puts some never arrive or are
-    // never acknowledged (48,000 bytes and more in most runs here, 40,000 in some).
+    // never acknowledged (48,000 bytes and more in most runs here, 40,000 in some): the
+    // kernel dropped datagrams of theirs (the bug above).
     let fine = run(FLOOD, &["1", "1000", "4", "10", "16384"]);
     fine.assert_success();
     let args = ["1", "1000", "4", "10", "60000"];
-    shows_in_some_run(FLOOD, &args, "stalled for 10s after", "ref flood ok");
+    shows_in_some_run(FLOOD, &args, DROPPED, "ref flood ok");
 }
 
 #[test]
@@ -119,9 +136,11 @@ fn reference_bug_a_put_among_refused_16_kib_puts_is_lost() {
     // fill, unlink and are appended again on a flow-controlled portal, refused puts sent
     // again. 20,000 128-byte puts into 1 KiB blocks (thousands refused) all arrive and are
     // acknowledged; of 20,000 16,388-byte puts (a lent Medium's size) into 128 KiB blocks one
-    // is acknowledged but never delivered, or never acknowledged (every run here).
+    // is acknowledged but never delivered, or never acknowledged (every run here): eight of
+    // them in flight overflow the receiving socket's buffer, and the kernel drops datagrams
+    // (the first bug above; the refusals do not matter).
     let fine = run(BLOCKS, &["20000", "8", "128", "1024", "10"]);
     fine.assert_success();
     let args = ["20000", "8", "16388", "131072", "10"];
-    shows_in_some_run(BLOCKS, &args, "stalled for 10s after", "ref blocks ok");
+    shows_in_some_run(BLOCKS, &args, DROPPED, "ref blocks ok");
 }

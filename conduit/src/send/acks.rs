@@ -38,6 +38,12 @@ impl Inner {
                 continue;
             }
             let mut s = lock(&att.send);
+            if self.over_library() && matches!(ev.ni_fail, NiFail::Ok | NiFail::PtDisabled) {
+                // Off the wire: acknowledged, or refused (and queued for its resend).
+                if let Some(len) = s.inflight.get(&ev.user_ptr).map(|fl| fl.args.length) {
+                    s.off_wire(len);
+                }
+            }
             let Some(fl) = s.inflight.get_mut(&ev.user_ptr) else {
                 continue;
             };
@@ -79,6 +85,7 @@ impl Inner {
             }
         }
         if self.over_library() {
+            self.start_pending(call, att)?;
             self.check_unacknowledged(att);
         }
         // Resends that are due (the clock is read only when one is queued).
@@ -90,13 +97,20 @@ impl Inner {
         loop {
             let args = {
                 let mut s = lock(&att.send);
-                match s.resend.peek() {
-                    Some(Reverse((at, _))) if *at <= now => {}
+                let user_ptr = match s.resend.peek() {
+                    Some(Reverse((at, user_ptr))) if *at <= now => *user_ptr,
                     _ => break,
-                }
-                let Some(Reverse((_, user_ptr))) = s.resend.pop() else {
-                    break;
                 };
+                if self.over_library() {
+                    // Within the bounds on the wire, as a first start is; it waits else.
+                    let len = s.inflight.get(&user_ptr).map_or(0, |fl| fl.args.length);
+                    let cap_bytes = self.config.portals_max_inflight_bytes;
+                    if !s.wire_room(len, self.inflight_cap, cap_bytes) {
+                        break;
+                    }
+                    s.on_wire(len);
+                }
+                s.resend.pop();
                 // Relaxed: as for the increment above.
                 att.resends_queued.fetch_sub(1, Ordering::Relaxed);
                 let started = self.ack_clock();
@@ -118,6 +132,52 @@ impl Inner {
             sent.map_err(|source| AmError::Portals { call, source })?;
         }
         Ok(())
+    }
+
+    /// Over a Portals library, starts the puts queued past the bounds on the wire
+    /// ([`Inner::launch`]), oldest first, as far as the bounds allow now.
+    fn start_pending(
+        &self,
+        call: &'static str,
+        att: &crate::client::Attached,
+    ) -> Result<(), AmError> {
+        loop {
+            let args = {
+                let mut s = lock(&att.send);
+                let Some(&user_ptr) = s.pending.front() else {
+                    return Ok(());
+                };
+                let Some(len) = s.inflight.get(&user_ptr).map(|fl| fl.args.length) else {
+                    s.pending.pop_front();
+                    continue;
+                };
+                let cap_bytes = self.config.portals_max_inflight_bytes;
+                if !s.wire_room(len, self.inflight_cap, cap_bytes) {
+                    return Ok(());
+                }
+                s.pending.pop_front();
+                s.on_wire(len);
+                let started = self.ack_clock();
+                s.inflight.get_mut(&user_ptr).map(|fl| {
+                    fl.started = started;
+                    fl.args
+                })
+            };
+            let Some(args) = args else { continue };
+            if let Err(source) = self.am_ni.put(&args) {
+                // Refused before it started, as in `start_put`: forgotten, its memory back.
+                let mut s = lock(&att.send);
+                s.off_wire(args.length);
+                let fl = s.inflight.remove(&args.user_ptr);
+                release_slot(&mut s, args.user_ptr);
+                drop(s);
+                if let Some(fl) = fl {
+                    self.give_back(att, fl.own);
+                }
+                return Err(AmError::Portals { call, source });
+            }
+            Counters::bump(&self.stats.sent);
+        }
     }
 
     /// When a put starts, for [`Inner::check_unacknowledged`]: now over a Portals library,
@@ -181,9 +241,10 @@ impl Inner {
                 let s = lock(&att.send);
                 let to_dest = s.inflight.values().filter(|f| f.dest == dest).count();
                 format!(
-                    "{} active messages unacknowledged, {to_dest} of them to rank {dest}; {} refused by flow control and waiting to be resent",
+                    "{} active messages unacknowledged, {to_dest} of them to rank {dest}; {} refused by flow control and waiting to be resent; {} queued for room in flight",
                     s.inflight.len(),
-                    s.resend.len()
+                    s.resend.len(),
+                    s.pending.len()
                 )
             }
             None => "not attached".to_string(),

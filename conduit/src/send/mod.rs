@@ -14,7 +14,7 @@ mod acks;
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
 
 use hashbrown::HashMap;
@@ -129,6 +129,14 @@ pub(crate) struct SendState {
     /// Bytes of the Long operations counted by `long_data_inflight`.
     long_data_bytes: usize,
     next_long_op: u64,
+    /// Over a Portals library, the puts started and neither acknowledged nor refused yet, and
+    /// their bytes ([`Inner::inflight_cap`], `RGASNET_PORTALS_MAX_INFLIGHT_BYTES`).
+    wire: usize,
+    wire_bytes: usize,
+    /// Over a Portals library, puts recorded in flight but not started because the bounds
+    /// were reached when a handler sent them (a handler cannot wait): started in order as
+    /// acknowledgements make room ([`Inner::start_pending`]).
+    pending: VecDeque<u64>,
 }
 
 thread_local! {
@@ -145,7 +153,29 @@ impl SendState {
             long_data_inflight: 0,
             long_data_bytes: 0,
             next_long_op: 1,
+            wire: 0,
+            wire_bytes: 0,
+            pending: VecDeque::new(),
         }
+    }
+
+    /// Whether a put of `len` bytes may start within the bounds on what is on the wire: `cap`
+    /// puts and `cap_bytes` bytes, though one larger put may go alone.
+    fn wire_room(&self, len: u64, cap: usize, cap_bytes: usize) -> bool {
+        self.wire < cap
+            && (self.wire == 0 || self.wire_bytes.saturating_add(len as usize) <= cap_bytes)
+    }
+
+    /// A put of `len` bytes started (over a Portals library).
+    fn on_wire(&mut self, len: u64) {
+        self.wire += 1;
+        self.wire_bytes = self.wire_bytes.saturating_add(len as usize);
+    }
+
+    /// A put of `len` bytes was acknowledged, refused or never started.
+    fn off_wire(&mut self, len: u64) {
+        self.wire = self.wire.saturating_sub(1);
+        self.wire_bytes = self.wire_bytes.saturating_sub(len as usize);
     }
 
     /// A fresh region for each class of send slots, smallest first.
@@ -422,6 +452,8 @@ impl Inner {
         // payload), and each piece is written into the staging region only after it left.
         // The target counts the bytes of operation `op` until the header's length is there.
         // The last piece takes the original share, so that no share outlives the pieces here.
+        // The pieces' puts take their bytes from here (a queued piece is written in first).
+        let staging_region = region.clone();
         let mut shared = Some(Arc::new(Staging {
             region,
             md,
@@ -434,7 +466,7 @@ impl Inner {
             s.next_one_off - pieces + 1
         };
         for (i, piece) in payload.chunks(LONG_CHUNK).enumerate() {
-            if let Err(e) = self.wait_inflight_room(call, att, dest, &mut watch) {
+            if let Err(e) = self.wait_inflight_room(call, att, dest, piece.len(), &mut watch) {
                 // As for a failed start below.
                 if let Some(share) = shared.take() {
                     self.give_back(att, Own::Staging(share));
@@ -470,7 +502,8 @@ impl Inner {
                 user_ptr,
                 InFlight::of(args, Own::Staging(share), dest, self.ack_clock()),
             );
-            if let Err(e) = self.start_put(call, att, &args, Start::Staged([piece, &[]])) {
+            let staged = Start::Staged([piece, &[]]);
+            if let Err(e) = self.launch(call, att, &args, staged, &staging_region) {
                 // The pieces already issued complete on their own, and the last of them (or
                 // this) gives the staging region back. The header is never sent, so no
                 // handler runs.
@@ -487,24 +520,39 @@ impl Inner {
         Ok(op)
     }
 
-    /// Waits (polling) while the operations in flight are at the bound over a Portals library
-    /// ([`crate::config::PORTALS_MAX_INFLIGHT`]); at once on the native engine, and inside a
-    /// handler, which cannot wait.
+    /// Waits (polling) while a put of `len` bytes would pass the bounds on what is in flight
+    /// over a Portals library ([`Inner::may_send`]); at once on the native engine, and inside
+    /// a handler, which cannot wait.
     fn wait_inflight_room(
         &self,
         call: &'static str,
         att: &crate::client::Attached,
         dest: u32,
+        len: usize,
         watch: &mut StallClock,
     ) -> Result<(), AmError> {
         if !self.over_library() || in_handler() {
             return Ok(());
         }
-        while lock(&att.send).inflight.len() >= self.inflight_cap {
+        while !self.may_send(&lock(&att.send), len) {
             self.waited(watch, call, dest);
             self.wait_for_send_resources(call)?;
         }
         Ok(())
+    }
+
+    /// Over a Portals library, whether a new put of `len` bytes may take its place in flight
+    /// now: fewer than `RGASNET_PORTALS_MAX_INFLIGHT` recorded (refused ones and queued
+    /// replies included), no reply queued ahead of it, and its bytes within
+    /// `RGASNET_PORTALS_MAX_INFLIGHT_BYTES` (or nothing on the wire).
+    fn may_send(&self, s: &SendState, len: usize) -> bool {
+        s.inflight.len() < self.inflight_cap
+            && s.pending.is_empty()
+            && s.wire_room(
+                len as u64,
+                usize::MAX,
+                self.config.portals_max_inflight_bytes,
+            )
     }
 
     /// Whether `dest`, reached over the network, said its program ended (the transport's
@@ -566,8 +614,9 @@ impl Inner {
         let (region, args) = loop {
             {
                 let mut s = lock(&att.send);
-                // A reply from a handler goes past the bound (it cannot wait; see below).
-                let capped = s.inflight.len() >= self.inflight_cap && !in_handler();
+                // A reply from a handler does not wait for the bounds (it cannot; it is queued
+                // if need be, see `launch`).
+                let capped = self.over_library() && !in_handler() && !self.may_send(&s, body_len);
                 let slot = (fit..SLOT_CLASS_COUNT)
                     .filter(|_| !capped)
                     .find_map(|class| s.free.get_mut(class)?.pop().map(|i| (class, i)));
@@ -622,7 +671,7 @@ impl Inner {
             if body_len as u64 >= IN_PLACE_MIN {
                 // Written into the slot by the put itself, after its datagram left: the
                 // target need not wait for a copy of a large payload.
-                return self.start_put(call, att, &args, Start::Staged([&buf, tail]));
+                return self.launch(call, att, &args, Start::Staged([&buf, tail]), &region);
             }
             if region.write(offset as usize, &buf).is_err()
                 || region.write(offset as usize + buf.len(), tail).is_err()
@@ -636,8 +685,52 @@ impl Inner {
             } else {
                 Start::Plain
             };
-            self.start_put(call, att, &args, how)
+            self.launch(call, att, &args, how, &region)
         })
+    }
+
+    /// Starts the put of `args`, already recorded in flight, as [`Inner::start_put`] does; over
+    /// a Portals library only within the bounds on what is on the wire. Past them (a reply
+    /// from a handler, which did not wait, or a sender that lost a race for the room), its
+    /// bytes are written into `region`, where its descriptor takes them from, and it is
+    /// queued until acknowledgements make room ([`Inner::start_pending`]).
+    fn launch(
+        &self,
+        call: &'static str,
+        att: &crate::client::Attached,
+        args: &PutArgs,
+        how: Start<'_>,
+        region: &Region,
+    ) -> Result<(), AmError> {
+        if !self.over_library() {
+            return self.start_put(call, att, args, how);
+        }
+        {
+            let mut s = lock(&att.send);
+            let cap_bytes = self.config.portals_max_inflight_bytes;
+            if !s.pending.is_empty() || !s.wire_room(args.length, self.inflight_cap, cap_bytes) {
+                if let Start::Staged(parts) = how {
+                    let at = args.local_offset as usize;
+                    if region.write(at, parts[0]).is_err()
+                        || region.write(at + parts[0].len(), parts[1]).is_err()
+                    {
+                        self.fatal("send slot outside its buffer");
+                    }
+                }
+                if let Some(fl) = s.inflight.get_mut(&args.user_ptr) {
+                    // Not timed until it starts (see `check_unacknowledged`).
+                    fl.started = None;
+                }
+                s.pending.push_back(args.user_ptr);
+                return Ok(());
+            }
+            s.on_wire(args.length);
+        }
+        let started = self.start_put(call, att, args, how);
+        if started.is_err() {
+            lock(&att.send).off_wire(args.length);
+        }
+        started
     }
 
     /// Starts the put of `args`, already recorded in flight, as `how` says ([`Start`]). A

@@ -95,6 +95,7 @@ fn run() -> Result<String> {
         ct: None,
     })?;
     boot.barrier()?;
+    let drops_before = rgasnet_tests::library::udp_receive_buffer_drops();
 
     let next = (rank + 1) % size;
     let put = |n: u64| {
@@ -163,8 +164,9 @@ fn run() -> Result<String> {
             last_progress = Instant::now();
         } else if last_progress.elapsed() > wait {
             bail!(
-                "rank {rank}: stalled for {wait:?} after {acked} of {count} acknowledgements and {arrived} of {count} arrivals ({refused} refused and sent again, {} s in)",
-                start.elapsed().as_secs()
+                "rank {rank}: stalled for {wait:?} after {acked} of {count} acknowledgements and {arrived} of {count} arrivals ({refused} refused and sent again, {} s in); {}",
+                start.elapsed().as_secs(),
+                rgasnet_tests::library::udp_drops_since(drops_before)
             );
         } else {
             std::thread::sleep(Duration::from_micros(50));

@@ -5,16 +5,22 @@
 //! the conduit does for put/get, which sends nothing. Prints `ref flood ok: rank R, COUNT
 //! puts in S s`, or fails naming what did not come within its bound.
 //!
-//! `ref_flood NIS COUNT WINDOW [WAIT_SECS]`. Run by `tests/tests/ref_impl.rs` over Sandia's
+//! With `THREADS` above 1, that many threads make the puts (each takes the next message
+//! number, within the one shared window) while the main thread takes the events: the calls
+//! into the library come from several threads at once, as the conduit's do when a program's
+//! threads send.
+//!
+//! `ref_flood NIS COUNT WINDOW [WAIT_SECS [BYTES [next|self [THREADS]]]]`. Run by `tests/tests/ref_impl.rs` over Sandia's
 //! reference implementation, where a process with two NIs stalls (its UDP transport shares
 //! one socket between the NIs' progress threads), and over rgasnet's own libportals.
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use rgasnet_launcher::Bootstrap;
-use rgasnet_portals::engine::{EqGet, LeSpec, MdSpec, MeSpec, PutArgs, RemoteAddr};
+use rgasnet_portals::engine::{EqGet, EqHandle, LeSpec, MdSpec, MeSpec, PutArgs, RemoteAddr};
 use rgasnet_portals::refimpl::ni::LibNi;
 use rgasnet_portals::types::{
     AckReq, Addressing, EventKind, ListKind, Matching, MdOptions, MeOptions, NiFail, NiKind,
@@ -38,7 +44,7 @@ fn main() -> ExitCode {
 }
 
 fn arg(args: &[String], i: usize, default: Option<u64>) -> Result<u64> {
-    let usage = "ref_flood NIS COUNT WINDOW [WAIT_SECS [BYTES [next|self]]]";
+    let usage = "ref_flood NIS COUNT WINDOW [WAIT_SECS [BYTES [next|self [THREADS]]]]";
     rgasnet_tests::library::positional(args, i, default, usage)
 }
 
@@ -50,6 +56,7 @@ fn run() -> Result<String> {
     let wait = Duration::from_secs(arg(&args, 4, Some(60))?);
     let message = arg(&args, 5, Some(32))?.max(1);
     let to_self = args.get(6).is_some_and(|t| t == "self");
+    let threads = arg(&args, 7, Some(1))?.max(1);
     let boot = Bootstrap::from_env().context("joining the job (run under rgasnetrun)")?;
     let (rank, size) = (boot.rank(), boot.size());
     let kind = |matching| NiKind {
@@ -113,54 +120,98 @@ fn run() -> Result<String> {
         ct: None,
     })?;
     boot.barrier()?;
+    let drops_before = rgasnet_tests::library::udp_receive_buffer_drops();
 
     let next = if to_self { rank } else { (rank + 1) % size };
-    let start = Instant::now();
-    let (mut sent, mut acked, mut arrived) = (0u64, 0u64, 0u64);
-    let mut last_progress = Instant::now();
-    while acked < count || arrived < count {
-        while sent < count && sent - acked < window {
-            ni.put(&PutArgs {
-                md,
-                local_offset: 0,
-                length: message,
-                ack_req: AckReq::Ack,
-                remote: RemoteAddr {
-                    target: ProcessId::Rank(next),
-                    pt_index: PT,
-                    match_bits: 0,
-                    remote_offset: sent * message,
-                },
-                user_ptr: sent,
-                hdr_data: 0,
-            })?;
-            sent += 1;
-        }
-        let mut moved = false;
-        for (eq, kind, n) in [
-            (send_eq, EventKind::Ack, &mut acked),
-            (recv_eq, EventKind::Put, &mut arrived),
-        ] {
-            while let EqGet::Event(ev) = ni.eq_get(eq)? {
-                ensure!(ev.ni_fail == NiFail::Ok, "a failed event: {ev:?}");
-                if ev.kind == kind {
-                    *n += 1;
-                    moved = true;
-                }
-            }
-        }
-        if moved {
-            last_progress = Instant::now();
-        } else if last_progress.elapsed() > wait {
-            bail!(
-                "rank {rank}: stalled for {wait:?} after {acked} of {count} acknowledgements and {arrived} of {count} arrivals ({} s in, {nis} NIs, window {window})",
-                start.elapsed().as_secs()
-            );
-        } else {
-            std::thread::sleep(Duration::from_micros(50));
-        }
+    let put = |i: u64| {
+        ni.put(&PutArgs {
+            md,
+            local_offset: 0,
+            length: message,
+            ack_req: AckReq::Ack,
+            remote: RemoteAddr {
+                target: ProcessId::Rank(next),
+                pt_index: PT,
+                match_bits: 0,
+                remote_offset: i * message,
+            },
+            user_ptr: i,
+            hdr_data: 0,
+        })
+    };
+    // Acknowledgements so far, counted by the main thread; `stop` ends the sender threads
+    // when it gives up.
+    let acked = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let next_message = AtomicU64::new(0);
+    if threads > 1 {
+        // Message 0 goes alone, and the threads start once it is acknowledged: the first put
+        // to a peer connects to it, and threads that connect at once hang in the library
+        // (`ref_connect`), which is another bug.
+        put(0)?;
+        next_message.store(1, Ordering::Relaxed);
     }
-    let took = start.elapsed();
+    let start = Instant::now();
+    let took = std::thread::scope(|scope| -> Result<Duration> {
+        let senders: Vec<_> = (0..if threads > 1 { threads } else { 0 })
+            .map(|_| {
+                scope.spawn(|| -> Result<()> {
+                    while acked.load(Ordering::Acquire) == 0 {
+                        if stop.load(Ordering::Relaxed) {
+                            return Ok(());
+                        }
+                        std::thread::yield_now();
+                    }
+                    loop {
+                        let i = next_message.fetch_add(1, Ordering::Relaxed);
+                        if i >= count {
+                            return Ok(());
+                        }
+                        // Acquire: pairs with the main thread's Release, though only the
+                        // count matters here.
+                        while i.saturating_sub(acked.load(Ordering::Acquire)) >= window {
+                            if stop.load(Ordering::Relaxed) {
+                                return Ok(());
+                            }
+                            std::thread::yield_now();
+                        }
+                        put(i)?;
+                    }
+                })
+            })
+            .collect();
+        // One thread: the main thread puts too, between its polls.
+        let send_here = |mut sent: u64| -> Result<u64> {
+            while threads <= 1 && sent < count && sent - acked.load(Ordering::Relaxed) < window {
+                put(sent)?;
+                sent += 1;
+            }
+            Ok(sent)
+        };
+        let stalled = |acked, arrived| {
+            anyhow::anyhow!(
+                "rank {rank}: stalled for {wait:?} after {acked} of {count} acknowledgements and {arrived} of {count} arrivals ({} s in, {nis} NIs, window {window}, {threads} threads); {}",
+                start.elapsed().as_secs(),
+                rgasnet_tests::library::udp_drops_since(drops_before)
+            )
+        };
+        let polled = poll_events(
+            &ni,
+            [send_eq, recv_eq],
+            send_here,
+            &acked,
+            count,
+            wait,
+            stalled,
+        );
+        stop.store(true, Ordering::Relaxed);
+        for s in senders {
+            s.join()
+                .map_err(|_| anyhow::anyhow!("a sender thread panicked"))??;
+        }
+        polled?;
+        Ok(start.elapsed())
+    })?;
     let mut got = vec![0u8; message as usize];
     let prev = if to_self {
         rank
@@ -180,4 +231,48 @@ fn run() -> Result<String> {
         "ref flood ok: rank {rank}, {count} puts in {:.3} s",
         took.as_secs_f64()
     ))
+}
+
+/// Takes the events of `eqs` (sends, receives) until `count` acknowledgements (into `acked`)
+/// and `count` arrivals came; `send` is called before each round with the puts made so far
+/// by the main thread and returns the new number. After `wait` without an event, fails with
+/// what `stalled` makes of the acknowledgements and arrivals so far.
+fn poll_events(
+    ni: &LibNi,
+    eqs: [EqHandle; 2],
+    mut send: impl FnMut(u64) -> Result<u64>,
+    acked: &AtomicU64,
+    count: u64,
+    wait: Duration,
+    stalled: impl Fn(u64, u64) -> anyhow::Error,
+) -> Result<()> {
+    let (mut sent, mut arrived) = (0u64, 0u64);
+    let mut last_progress = Instant::now();
+    while acked.load(Ordering::Relaxed) < count || arrived < count {
+        sent = send(sent)?;
+        let mut moved = false;
+        for (eq, kind) in [(eqs[0], EventKind::Ack), (eqs[1], EventKind::Put)] {
+            while let EqGet::Event(ev) = ni.eq_get(eq)? {
+                ensure!(ev.ni_fail == NiFail::Ok, "a failed event: {ev:?}");
+                if ev.kind != kind {
+                    continue;
+                }
+                if kind == EventKind::Ack {
+                    // Release: the sender threads read the count to open the window.
+                    acked.fetch_add(1, Ordering::Release);
+                } else {
+                    arrived += 1;
+                }
+                moved = true;
+            }
+        }
+        if moved {
+            last_progress = Instant::now();
+        } else if last_progress.elapsed() > wait {
+            return Err(stalled(acked.load(Ordering::Relaxed), arrived));
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+    Ok(())
 }
