@@ -10,7 +10,10 @@
 //! into the library come from several threads at once, as the conduit's do when a program's
 //! threads send.
 //!
-//! `ref_flood NIS COUNT WINDOW [WAIT_SECS [BYTES [next|self [THREADS]]]]`. Run by `tests/tests/ref_impl.rs` over Sandia's
+//! With `get` after `THREADS`, every operation is a get of `BYTES` from the next rank's
+//! region instead (counted by its REPLY, and the target's GET event), landing in one buffer.
+//!
+//! `ref_flood NIS COUNT WINDOW [WAIT_SECS [BYTES [next|self [THREADS [put|get]]]]]`. Run by `tests/tests/ref_impl.rs` over Sandia's
 //! reference implementation, where a process with two NIs stalls (its UDP transport shares
 //! one socket between the NIs' progress threads), and over rgasnet's own libportals.
 
@@ -20,7 +23,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use rgasnet_launcher::Bootstrap;
-use rgasnet_portals::engine::{EqGet, EqHandle, LeSpec, MdSpec, MeSpec, PutArgs, RemoteAddr};
+use rgasnet_portals::engine::{
+    EqGet, EqHandle, GetArgs, LeSpec, MdSpec, MeSpec, PutArgs, RemoteAddr,
+};
 use rgasnet_portals::refimpl::ni::LibNi;
 use rgasnet_portals::types::{
     AckReq, Addressing, EventKind, ListKind, Matching, MdOptions, MeOptions, NiFail, NiKind,
@@ -44,7 +49,7 @@ fn main() -> ExitCode {
 }
 
 fn arg(args: &[String], i: usize, default: Option<u64>) -> Result<u64> {
-    let usage = "ref_flood NIS COUNT WINDOW [WAIT_SECS [BYTES [next|self [THREADS]]]]";
+    let usage = "ref_flood NIS COUNT WINDOW [WAIT_SECS [BYTES [next|self [THREADS [put|get]]]]]";
     rgasnet_tests::library::positional(args, i, default, usage)
 }
 
@@ -57,6 +62,7 @@ fn run() -> Result<String> {
     let message = arg(&args, 5, Some(32))?.max(1);
     let to_self = args.get(6).is_some_and(|t| t == "self");
     let threads = arg(&args, 7, Some(1))?.max(1);
+    let gets = args.get(8).is_some_and(|op| op == "get");
     let boot = Bootstrap::from_env().context("joining the job (run under rgasnetrun)")?;
     let (rank, size) = (boot.rank(), boot.size());
     let kind = |matching| NiKind {
@@ -100,7 +106,7 @@ fn run() -> Result<String> {
             length: landing.len() as u64,
             ct: None,
             uid: UID_ANY,
-            options: MeOptions::OP_PUT | MeOptions::EVENT_LINK_DISABLE,
+            options: MeOptions::OP_PUT | MeOptions::OP_GET | MeOptions::EVENT_LINK_DISABLE,
             match_id: ProcessId::ANY_RANK,
             match_bits: 0,
             ignore_bits: 0,
@@ -109,8 +115,13 @@ fn run() -> Result<String> {
         ListKind::Priority,
         0,
     )?;
+    if gets {
+        // What the previous rank's gets fetch.
+        landing.write(0, &vec![rank as u8; landing.len()])?;
+    }
     let source = Region::new(message as usize);
     source.write(0, &vec![rank as u8; message as usize])?;
+    let fetched = source.clone();
     let md = ni.md_bind(MdSpec {
         region: source,
         offset: 0,
@@ -124,6 +135,20 @@ fn run() -> Result<String> {
 
     let next = if to_self { rank } else { (rank + 1) % size };
     let put = |i: u64| {
+        if gets {
+            return ni.get(&GetArgs {
+                md,
+                local_offset: 0,
+                length: message,
+                remote: RemoteAddr {
+                    target: ProcessId::Rank(next),
+                    pt_index: PT,
+                    match_bits: 0,
+                    remote_offset: i * message,
+                },
+                user_ptr: i,
+            });
+        }
         ni.put(&PutArgs {
             md,
             local_offset: 0,
@@ -195,9 +220,14 @@ fn run() -> Result<String> {
                 rgasnet_tests::library::udp_drops_since(drops_before)
             )
         };
+        let kinds = if gets {
+            [EventKind::Reply, EventKind::Get]
+        } else {
+            [EventKind::Ack, EventKind::Put]
+        };
         let polled = poll_events(
             &ni,
-            [send_eq, recv_eq],
+            [(send_eq, kinds[0]), (recv_eq, kinds[1])],
             send_here,
             &acked,
             count,
@@ -218,7 +248,16 @@ fn run() -> Result<String> {
     } else {
         (rank + size - 1) % size
     };
-    for i in [0, count.saturating_sub(1)] {
+    if gets {
+        // Every get fetched the next rank's bytes into the one buffer.
+        fetched.read(0, &mut got)?;
+        ensure!(
+            got.iter().all(|&b| b == next as u8),
+            "fetched: {:?}",
+            &got[..got.len().min(16)]
+        );
+    }
+    for i in [0, count.saturating_sub(1)].into_iter().filter(|_| !gets) {
         landing.read((i * message) as usize, &mut got)?;
         ensure!(
             got.iter().all(|&b| b == prev as u8),
@@ -228,18 +267,20 @@ fn run() -> Result<String> {
     }
     boot.barrier()?;
     Ok(format!(
-        "ref flood ok: rank {rank}, {count} puts in {:.3} s",
+        "ref flood ok: rank {rank}, {count} {}s in {:.3} s",
+        if gets { "get" } else { "put" },
         took.as_secs_f64()
     ))
 }
 
-/// Takes the events of `eqs` (sends, receives) until `count` acknowledgements (into `acked`)
-/// and `count` arrivals came; `send` is called before each round with the puts made so far
+/// Takes the events of `eqs` (the initiator's acknowledgements or replies, the target's
+/// arrivals; each queue with the kind it counts) until `count` of each came (the first into
+/// `acked`); `send` is called before each round with the puts made so far
 /// by the main thread and returns the new number. After `wait` without an event, fails with
 /// what `stalled` makes of the acknowledgements and arrivals so far.
 fn poll_events(
     ni: &LibNi,
-    eqs: [EqHandle; 2],
+    eqs: [(EqHandle, EventKind); 2],
     mut send: impl FnMut(u64) -> Result<u64>,
     acked: &AtomicU64,
     count: u64,
@@ -251,13 +292,13 @@ fn poll_events(
     while acked.load(Ordering::Relaxed) < count || arrived < count {
         sent = send(sent)?;
         let mut moved = false;
-        for (eq, kind) in [(eqs[0], EventKind::Ack), (eqs[1], EventKind::Put)] {
+        for (i, (eq, kind)) in eqs.into_iter().enumerate() {
             while let EqGet::Event(ev) = ni.eq_get(eq)? {
                 ensure!(ev.ni_fail == NiFail::Ok, "a failed event: {ev:?}");
                 if ev.kind != kind {
                     continue;
                 }
-                if kind == EventKind::Ack {
+                if i == 0 {
                     // Release: the sender threads read the count to open the window.
                     acked.fetch_add(1, Ordering::Release);
                 } else {
