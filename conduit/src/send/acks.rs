@@ -104,8 +104,7 @@ impl Inner {
                 if self.over_library() {
                     // Within the bounds on the wire, as a first start is; it waits else.
                     let len = s.inflight.get(&user_ptr).map_or(0, |fl| fl.args.length);
-                    let cap_bytes = self.config.portals_max_inflight_bytes;
-                    if !s.wire_room(len, self.inflight_cap, cap_bytes) {
+                    if !self.wire_room(&s, len) {
                         break;
                     }
                     s.on_wire(len);
@@ -151,8 +150,7 @@ impl Inner {
                     s.pending.pop_front();
                     continue;
                 };
-                let cap_bytes = self.config.portals_max_inflight_bytes;
-                if !s.wire_room(len, self.inflight_cap, cap_bytes) {
+                if !self.wire_room(&s, len) {
                     return Ok(());
                 }
                 s.pending.pop_front();

@@ -541,6 +541,16 @@ impl Inner {
         Ok(())
     }
 
+    /// Over a Portals library, whether a put of `len` bytes may start now within
+    /// `RGASNET_PORTALS_MAX_INFLIGHT` and `RGASNET_PORTALS_MAX_INFLIGHT_BYTES` on the wire.
+    fn wire_room(&self, s: &SendState, len: u64) -> bool {
+        s.wire_room(
+            len,
+            self.inflight_cap,
+            self.config.portals_max_inflight_bytes,
+        )
+    }
+
     /// Over a Portals library, whether a new put of `len` bytes may take its place in flight
     /// now: fewer than `RGASNET_PORTALS_MAX_INFLIGHT` recorded (refused ones and queued
     /// replies included), no reply queued ahead of it, and its bytes within
@@ -707,8 +717,7 @@ impl Inner {
         }
         {
             let mut s = lock(&att.send);
-            let cap_bytes = self.config.portals_max_inflight_bytes;
-            if !s.pending.is_empty() || !s.wire_room(args.length, self.inflight_cap, cap_bytes) {
+            if !s.pending.is_empty() || !self.wire_room(&s, args.length) {
                 if let Start::Staged(parts) = how {
                     let at = args.local_offset as usize;
                     if region.write(at, parts[0]).is_err()

@@ -135,17 +135,18 @@ fn run() -> Result<String> {
 
     let next = if to_self { rank } else { (rank + 1) % size };
     let put = |i: u64| {
+        let remote = RemoteAddr {
+            target: ProcessId::Rank(next),
+            pt_index: PT,
+            match_bits: 0,
+            remote_offset: i * message,
+        };
         if gets {
             return ni.get(&GetArgs {
                 md,
                 local_offset: 0,
                 length: message,
-                remote: RemoteAddr {
-                    target: ProcessId::Rank(next),
-                    pt_index: PT,
-                    match_bits: 0,
-                    remote_offset: i * message,
-                },
+                remote,
                 user_ptr: i,
             });
         }
@@ -154,12 +155,7 @@ fn run() -> Result<String> {
             local_offset: 0,
             length: message,
             ack_req: AckReq::Ack,
-            remote: RemoteAddr {
-                target: ProcessId::Rank(next),
-                pt_index: PT,
-                match_bits: 0,
-                remote_offset: i * message,
-            },
+            remote,
             user_ptr: i,
             hdr_data: 0,
         })
