@@ -74,3 +74,18 @@ pub fn udp_drops_since(before: Option<u64>) -> String {
         _ => "no count of the kernel's dropped UDP datagrams here (/proc/net/snmp)".to_string(),
     }
 }
+
+/// The end of a reproducer's `main`: prints what `result` holds, its line on standard output
+/// (exit status 0) or `NAME: ERROR` with the error's causes on standard error (status 1).
+pub fn report(name: &str, result: Result<String>) -> std::process::ExitCode {
+    match result {
+        Ok(line) => {
+            println!("{line}");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{name}: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -28,16 +28,7 @@ const PT: u32 = 3;
 const ENABLE_EVERY: Duration = Duration::from_millis(20);
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(line) => {
-            println!("{line}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("ref_blocks: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    rgasnet_tests::library::report("ref_blocks", run())
 }
 
 fn run() -> Result<String> {

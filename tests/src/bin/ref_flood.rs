@@ -36,16 +36,7 @@ use rgasnet_portals::Region;
 const PT: u32 = 3;
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(line) => {
-            println!("{line}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("ref_flood: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    rgasnet_tests::library::report("ref_flood", run())
 }
 
 fn arg(args: &[String], i: usize, default: Option<u64>) -> Result<u64> {

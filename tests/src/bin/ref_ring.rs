@@ -25,16 +25,7 @@ const BLOCK: usize = 64;
 const EVENT_WAIT: Duration = Duration::from_secs(30);
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(line) => {
-            println!("{line}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("ref_ring: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    rgasnet_tests::library::report("ref_ring", run())
 }
 
 /// The block `rank` puts: its rank and position in every byte's bits.
