@@ -93,9 +93,10 @@ fn conformance_over_a_portals_library() {
     );
     over_ref(2, (PROG, "unwind"), unwind, &blocks, paths(2));
     every_rank(EXT, "self", 2);
-    // Sustained AM traffic from four threads, a rank that leaves right after a burst, and
-    // 20,000 request/reply round trips: over the reference implementation too, since the
-    // AM layer keeps what is in flight within the receivers' socket buffers.
+    // Sustained AM traffic from four threads, a rank that leaves right after a burst, 20,000
+    // request/reply round trips and replies of every size: over the reference
+    // implementation too, since the AM layer keeps what is in flight within the receivers'
+    // socket buffers.
     for n in [2, 4] {
         every_rank(PROG, "threads", n);
     }
@@ -104,6 +105,13 @@ fn conformance_over_a_portals_library() {
     every_rank(EXT, "leave", 2);
     let flood_ok = ("request/reply flood ok", 2);
     over_ref(2, (PROG, "reqrep-flood"), flood_ok, &[], network_paths(2));
+    over_ref(
+        2,
+        (PROG, "reply-storm"),
+        ("reply storm ok", 2),
+        &[],
+        paths(2),
+    );
     if testing_reference_implementation() {
         // Left out over the reference implementation (README, "Over a Portals library"):
         // the modes whose traffic meets its bugs (`ref_impl_bugs.rs`).
@@ -115,13 +123,6 @@ fn conformance_over_a_portals_library() {
             every_rank(EXT, mode, n);
         }
     }
-    over_ref(
-        2,
-        (PROG, "reply-storm"),
-        ("reply storm ok", 2),
-        &[],
-        paths(2),
-    );
     every_rank(EXT, "threads", 2);
     // Flow control: receive blocks run out, the portal disables itself, and refused AMs are
     // sent again once it is enabled again.

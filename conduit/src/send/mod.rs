@@ -459,13 +459,19 @@ impl Inner {
             md,
             len: payload.len(),
         }));
-        let pieces = payload.len().div_ceil(LONG_CHUNK).max(1) as u64;
+        // Over a Portals library no piece is larger than the bytes it may have in flight.
+        let chunk = if self.over_library() {
+            LONG_CHUNK.min(self.config.portals_max_inflight_bytes.max(1))
+        } else {
+            LONG_CHUNK
+        };
+        let pieces = payload.len().div_ceil(chunk).max(1) as u64;
         let first_tag = {
             let mut s = lock(&att.send);
             s.next_one_off += pieces;
             s.next_one_off - pieces + 1
         };
-        for (i, piece) in payload.chunks(LONG_CHUNK).enumerate() {
+        for (i, piece) in payload.chunks(chunk).enumerate() {
             if let Err(e) = self.wait_inflight_room(call, att, dest, piece.len(), &mut watch) {
                 // As for a failed start below.
                 if let Some(share) = shared.take() {
@@ -473,7 +479,7 @@ impl Inner {
                 }
                 return Err(e);
             }
-            let at = (i * LONG_CHUNK) as u64;
+            let at = (i * chunk) as u64;
             let user_ptr = tag(TAG_ONE_OFF, first_tag + i as u64);
             let args = PutArgs {
                 md,
