@@ -1,9 +1,24 @@
 //! Helpers of the programs that talk through a Portals 4 library directly (feature
-//! `ref-impl`: `ref_ring`, `ref_flood`, `ref_connect`).
+//! `ref-impl`: `ref_ring`, `ref_flood`, `ref_connect`, `ref_blocks`).
 
 use anyhow::{bail, ensure, Context, Result};
 use rgasnet_launcher::Bootstrap;
-use rgasnet_portals::types::PhysId;
+use rgasnet_portals::refimpl::ni::LibNi;
+use rgasnet_portals::types::{Addressing, Matching, NiKind, PhysId};
+
+/// The start of a reproducer: joins the job (it runs under `rgasnetrun`) and opens a logical
+/// NI of the `matching` kind on the library, whose rank map (also returned, for further NIs)
+/// holds every rank's process id.
+pub fn join_with_ni(matching: Matching) -> Result<(Bootstrap, LibNi, Vec<PhysId>)> {
+    let boot = Bootstrap::from_env().context("joining the job (run under rgasnetrun)")?;
+    let ni = LibNi::init(NiKind {
+        matching,
+        addressing: Addressing::Logical,
+    })?;
+    let map = exchange_ids(&boot, ni.get_phys_id()?)?;
+    ni.set_map(&map)?;
+    Ok((boot, ni, map))
+}
 
 /// Every rank's library process id, by rank, gathered through rgasnet's bootstrap: the rank
 /// map of a logical NI. `me` is this rank's.

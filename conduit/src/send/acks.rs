@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rgasnet_portals::engine::EqGet;
 use rgasnet_portals::{EventKind, NiFail};
 
-use super::{backoff, lock, release_slot};
+use super::{backoff, lock, release_slot, SendState};
 use crate::client::Inner;
 use crate::error::AmError;
 use crate::stall::StallClock;
@@ -38,18 +38,20 @@ impl Inner {
                 continue;
             }
             let mut s = lock(&att.send);
-            if self.over_library() && matches!(ev.ni_fail, NiFail::Ok | NiFail::PtDisabled) {
-                // Off the wire: acknowledged, or refused (and queued for its resend).
-                if let Some(len) = s.inflight.get(&ev.user_ptr).map(|fl| fl.args.length) {
-                    s.off_wire(len);
-                }
-            }
             let Some(fl) = s.inflight.get_mut(&ev.user_ptr) else {
                 continue;
+            };
+            // Acknowledged or refused, a put is off the wire (counted over a library only).
+            let len = fl.args.length;
+            let off_wire = |s: &mut SendState| {
+                if self.over_library() {
+                    s.off_wire(len);
+                }
             };
             match ev.ni_fail {
                 NiFail::Ok => {
                     let fl = s.inflight.remove(&ev.user_ptr);
+                    off_wire(&mut s);
                     release_slot(&mut s, ev.user_ptr);
                     drop(s);
                     if let Some(fl) = fl {
@@ -60,10 +62,8 @@ impl Inner {
                 NiFail::PtDisabled => {
                     fl.attempts += 1;
                     let at = Instant::now() + backoff(fl.attempts);
-                    s.resend.push(Reverse((at, ev.user_ptr)));
-                    // Relaxed: written under the send lock; a poll that reads a stale zero
-                    // skips the send path for one round only (see `poll_internal`).
-                    att.resends_queued.fetch_add(1, Ordering::Relaxed);
+                    off_wire(&mut s);
+                    s.queue_resend(att, at, ev.user_ptr);
                 }
                 NiFail::Undeliverable => {
                     let dest = fl.dest;
@@ -85,7 +85,6 @@ impl Inner {
             }
         }
         if self.over_library() {
-            self.start_pending(call, att)?;
             self.check_unacknowledged(att);
         }
         // Resends that are due (the clock is read only when one is queued).
@@ -95,87 +94,64 @@ impl Inner {
         }
         let now = Instant::now();
         loop {
-            let args = {
+            let put = {
                 let mut s = lock(&att.send);
                 let user_ptr = match s.resend.peek() {
                     Some(Reverse((at, user_ptr))) if *at <= now => *user_ptr,
                     _ => break,
                 };
+                let Some(fl) = s.inflight.get(&user_ptr) else {
+                    // Forgotten meanwhile (nothing to send).
+                    s.resend.pop();
+                    // Relaxed: as in `SendState::queue_resend`.
+                    att.resends_queued.fetch_sub(1, Ordering::Relaxed);
+                    continue;
+                };
+                let (args, dest, attempts) = (fl.args, fl.dest, fl.attempts);
                 if self.over_library() {
                     // Within the bounds on the wire, as a first start is; it waits else.
-                    let len = s.inflight.get(&user_ptr).map_or(0, |fl| fl.args.length);
-                    if !self.wire_room(&s, len) {
+                    if !self.wire_room(&s, args.length) {
                         break;
                     }
-                    s.on_wire(len);
+                    s.on_wire(args.length);
                 }
                 s.resend.pop();
-                // Relaxed: as for the increment above.
+                // Relaxed: as in `SendState::queue_resend`.
                 att.resends_queued.fetch_sub(1, Ordering::Relaxed);
                 let started = self.ack_clock();
-                s.inflight.get_mut(&user_ptr).map(|fl| {
+                if let Some(fl) = s.inflight.get_mut(&user_ptr) {
                     fl.started = started;
-                    (fl.args, fl.dest)
-                })
+                }
+                (args, dest, attempts)
             };
-            let Some((args, dest)) = args else {
-                continue;
-            };
-            Counters::bump(&self.stats.resends);
+            let (args, dest, attempts) = put;
             let sent = self.am_ni.put(&args);
+            if attempts == 0 {
+                // Its first start, queued past the bounds on the wire (`Inner::launch`).
+                if let Err(source) = sent {
+                    if self.over_library() {
+                        lock(&att.send).off_wire(args.length);
+                    }
+                    self.forget_unstarted(att, args.user_ptr);
+                    return Err(AmError::Portals { call, source });
+                }
+                Counters::bump(&self.stats.sent);
+                continue;
+            }
+            Counters::bump(&self.stats.resends);
             // The refusal held the departure handshake with `dest` (a leaving peer waits for
             // this message); the transport holds the new send itself now.
             if let Some(&peer) = self.peers.get(dest as usize) {
                 self.am_ni.refusal_resent(peer);
             }
-            sent.map_err(|source| AmError::Portals { call, source })?;
-        }
-        Ok(())
-    }
-
-    /// Over a Portals library, starts the puts queued past the bounds on the wire
-    /// ([`Inner::launch`]), oldest first, as far as the bounds allow now.
-    fn start_pending(
-        &self,
-        call: &'static str,
-        att: &crate::client::Attached,
-    ) -> Result<(), AmError> {
-        loop {
-            let args = {
-                let mut s = lock(&att.send);
-                let Some(&user_ptr) = s.pending.front() else {
-                    return Ok(());
-                };
-                let Some(len) = s.inflight.get(&user_ptr).map(|fl| fl.args.length) else {
-                    s.pending.pop_front();
-                    continue;
-                };
-                if !self.wire_room(&s, len) {
-                    return Ok(());
-                }
-                s.pending.pop_front();
-                s.on_wire(len);
-                let started = self.ack_clock();
-                s.inflight.get_mut(&user_ptr).map(|fl| {
-                    fl.started = started;
-                    fl.args
-                })
-            };
-            let Some(args) = args else { continue };
-            if let Err(source) = self.am_ni.put(&args) {
-                // Refused before it started, as in `start_put`: forgotten, its memory back.
-                let mut s = lock(&att.send);
-                s.off_wire(args.length);
-                let fl = s.inflight.remove(&args.user_ptr);
-                release_slot(&mut s, args.user_ptr);
-                drop(s);
-                if let Some(fl) = fl {
-                    self.give_back(att, fl.own);
+            if let Err(source) = sent {
+                if self.over_library() {
+                    lock(&att.send).off_wire(args.length);
                 }
                 return Err(AmError::Portals { call, source });
             }
-            Counters::bump(&self.stats.sent);
         }
+        Ok(())
     }
 
     /// When a put starts, for [`Inner::check_unacknowledged`]: now over a Portals library,
@@ -239,10 +215,9 @@ impl Inner {
                 let s = lock(&att.send);
                 let to_dest = s.inflight.values().filter(|f| f.dest == dest).count();
                 format!(
-                    "{} active messages unacknowledged, {to_dest} of them to rank {dest}; {} refused by flow control and waiting to be resent; {} queued for room in flight",
+                    "{} active messages unacknowledged, {to_dest} of them to rank {dest}; {} refused by flow control or queued for room in flight, waiting to be sent",
                     s.inflight.len(),
-                    s.resend.len(),
-                    s.pending.len()
+                    s.resend.len()
                 )
             }
             None => "not attached".to_string(),

@@ -14,7 +14,7 @@ mod acks;
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use hashbrown::HashMap;
@@ -130,13 +130,10 @@ pub(crate) struct SendState {
     long_data_bytes: usize,
     next_long_op: u64,
     /// Over a Portals library, the puts started and neither acknowledged nor refused yet, and
-    /// their bytes ([`Inner::inflight_cap`], `RGASNET_PORTALS_MAX_INFLIGHT_BYTES`).
+    /// their bytes ([`Inner::inflight_cap`], `RGASNET_PORTALS_MAX_INFLIGHT_BYTES`). A put
+    /// past them waits in `resend` as a refused one does ([`Inner::launch`]).
     wire: usize,
     wire_bytes: usize,
-    /// Over a Portals library, puts recorded in flight but not started because the bounds
-    /// were reached when a handler sent them (a handler cannot wait): started in order as
-    /// acknowledgements make room ([`Inner::start_pending`]).
-    pending: VecDeque<u64>,
 }
 
 thread_local! {
@@ -155,8 +152,17 @@ impl SendState {
             next_long_op: 1,
             wire: 0,
             wire_bytes: 0,
-            pending: VecDeque::new(),
         }
+    }
+
+    /// Queues the put `user_ptr`, recorded in flight, to be (re)started at `at` by
+    /// `process_send_events`, and counts it in `att.resends_queued`.
+    fn queue_resend(&mut self, att: &crate::client::Attached, at: Instant, user_ptr: u64) {
+        self.resend.push(Reverse((at, user_ptr)));
+        // Relaxed: written under the send lock; a poll that reads a stale zero skips the send
+        // path for one round only (see `poll_internal`).
+        att.resends_queued
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Whether a put of `len` bytes may start within the bounds on what is on the wire: `cap`
@@ -558,12 +564,12 @@ impl Inner {
     }
 
     /// Over a Portals library, whether a new put of `len` bytes may take its place in flight
-    /// now: fewer than `RGASNET_PORTALS_MAX_INFLIGHT` recorded (refused ones and queued
-    /// replies included), no reply queued ahead of it, and its bytes within
+    /// now: fewer than `RGASNET_PORTALS_MAX_INFLIGHT` recorded (refused and queued ones
+    /// included), none waiting to be (re)started ahead of it, and its bytes within
     /// `RGASNET_PORTALS_MAX_INFLIGHT_BYTES` (or nothing on the wire).
     fn may_send(&self, s: &SendState, len: usize) -> bool {
         s.inflight.len() < self.inflight_cap
-            && s.pending.is_empty()
+            && s.resend.is_empty()
             && s.wire_room(
                 len as u64,
                 usize::MAX,
@@ -708,8 +714,9 @@ impl Inner {
     /// Starts the put of `args`, already recorded in flight, as [`Inner::start_put`] does; over
     /// a Portals library only within the bounds on what is on the wire. Past them (a reply
     /// from a handler, which did not wait, or a sender that lost a race for the room), its
-    /// bytes are written into `region`, where its descriptor takes them from, and it is
-    /// queued until acknowledgements make room ([`Inner::start_pending`]).
+    /// bytes are written into `region`, where its descriptor takes them from, and it joins
+    /// the puts waiting to be sent again after a refusal, due at once: `process_send_events`
+    /// starts it when acknowledgements make room.
     fn launch(
         &self,
         call: &'static str,
@@ -723,7 +730,7 @@ impl Inner {
         }
         {
             let mut s = lock(&att.send);
-            if !s.pending.is_empty() || !self.wire_room(&s, args.length) {
+            if !s.resend.is_empty() || !self.wire_room(&s, args.length) {
                 if let Start::Staged(parts) = how {
                     let at = args.local_offset as usize;
                     if region.write(at, parts[0]).is_err()
@@ -736,7 +743,7 @@ impl Inner {
                     // Not timed until it starts (see `check_unacknowledged`).
                     fl.started = None;
                 }
-                s.pending.push_back(args.user_ptr);
+                s.queue_resend(att, Instant::now(), args.user_ptr);
                 return Ok(());
             }
             s.on_wire(args.length);
@@ -763,19 +770,23 @@ impl Inner {
             Start::Plain => self.am_ni.put(args),
         };
         if let Err(source) = put {
-            let user_ptr = args.user_ptr;
-            let mut s = lock(&att.send);
-            let fl = s.inflight.remove(&user_ptr);
-            release_slot(&mut s, user_ptr);
-            drop(s);
-            if let Some(fl) = fl {
-                // The put was refused before it started: nothing uses its memory.
-                self.give_back(att, fl.own);
-            }
+            self.forget_unstarted(att, args.user_ptr);
             return Err(AmError::Portals { call, source });
         }
         Counters::bump(&self.stats.sent);
         Ok(())
+    }
+
+    /// Forgets the put `user_ptr`, which the interface refused before it started: its record
+    /// in flight, its send slot, and what it held besides (nothing uses its memory).
+    fn forget_unstarted(&self, att: &crate::client::Attached, user_ptr: u64) {
+        let mut s = lock(&att.send);
+        let fl = s.inflight.remove(&user_ptr);
+        release_slot(&mut s, user_ptr);
+        drop(s);
+        if let Some(fl) = fl {
+            self.give_back(att, fl.own);
+        }
     }
 
     /// Gives back what a completed (or never started) put used besides its send slot: a

@@ -14,13 +14,11 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context, Result};
-use rgasnet_launcher::Bootstrap;
+use anyhow::{bail, ensure, Result};
 use rgasnet_portals::engine::{EqGet, MdSpec, MeSpec, PutArgs, RemoteAddr};
-use rgasnet_portals::refimpl::ni::LibNi;
 use rgasnet_portals::types::{
-    AckReq, Addressing, EventKind, ListKind, Matching, MdOptions, MeOptions, NiFail, NiKind,
-    ProcessId, PtOptions, UID_ANY,
+    AckReq, EventKind, ListKind, Matching, MdOptions, MeOptions, NiFail, ProcessId, PtOptions,
+    UID_ANY,
 };
 use rgasnet_portals::Region;
 
@@ -40,14 +38,8 @@ fn run() -> Result<String> {
     let bytes = arg(3, None)?.max(1);
     let block = arg(4, None)?.max(bytes);
     let wait = Duration::from_secs(arg(5, Some(10))?);
-    let boot = Bootstrap::from_env().context("joining the job (run under rgasnetrun)")?;
+    let (boot, ni, _) = rgasnet_tests::library::join_with_ni(Matching::Matching)?;
     let (rank, size) = (boot.rank(), boot.size());
-    let ni = LibNi::init(NiKind {
-        matching: Matching::Matching,
-        addressing: Addressing::Logical,
-    })?;
-    let map = rgasnet_tests::library::exchange_ids(&boot, ni.get_phys_id()?)?;
-    ni.set_map(&map)?;
     let recv_eq = ni.eq_alloc(8192)?;
     let send_eq = ni.eq_alloc(8192)?;
     ni.pt_alloc(PtOptions::FLOWCTRL, Some(recv_eq), PT)?;

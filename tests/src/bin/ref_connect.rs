@@ -14,13 +14,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context, Result};
-use rgasnet_launcher::Bootstrap;
+use anyhow::{bail, ensure, Result};
 use rgasnet_portals::engine::{EqGet, MdSpec, MeSpec, PutArgs, RemoteAddr};
-use rgasnet_portals::refimpl::ni::LibNi;
 use rgasnet_portals::types::{
-    AckReq, Addressing, EventKind, ListKind, Matching, MdOptions, MeOptions, NiFail, NiKind,
-    ProcessId, PtOptions, UID_ANY,
+    AckReq, EventKind, ListKind, Matching, MdOptions, MeOptions, NiFail, ProcessId, PtOptions,
+    UID_ANY,
 };
 use rgasnet_portals::Region;
 
@@ -48,15 +46,8 @@ fn run() -> Result<String> {
     };
     let threads = parse(1, None)?.max(1) as usize;
     let wait = Duration::from_secs(parse(2, Some(20))?);
-    let boot = Bootstrap::from_env().context("joining the job (run under rgasnetrun)")?;
+    let (boot, ni, _) = rgasnet_tests::library::join_with_ni(Matching::Matching)?;
     let (rank, size) = (boot.rank(), boot.size());
-    let ni = LibNi::init(NiKind {
-        matching: Matching::Matching,
-        addressing: Addressing::Logical,
-    })?;
-    let me = ni.get_phys_id()?;
-    let map = rgasnet_tests::library::exchange_ids(&boot, me)?;
-    ni.set_map(&map)?;
     let eq = ni.eq_alloc(1024)?;
     ni.pt_alloc(PtOptions::empty(), None, PT)?;
     ni.me_append(

@@ -21,8 +21,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Context, Result};
-use rgasnet_launcher::Bootstrap;
+use anyhow::{bail, ensure, Result};
 use rgasnet_portals::engine::{
     EqGet, EqHandle, GetArgs, LeSpec, MdSpec, MeSpec, PutArgs, RemoteAddr,
 };
@@ -51,22 +50,27 @@ fn run() -> Result<String> {
     let window = arg(&args, 3, None)?.max(1);
     let wait = Duration::from_secs(arg(&args, 4, Some(60))?);
     let message = arg(&args, 5, Some(32))?.max(1);
-    let to_self = args.get(6).is_some_and(|t| t == "self");
-    let threads = arg(&args, 7, Some(1))?.max(1);
-    let gets = args.get(8).is_some_and(|op| op == "get");
-    let boot = Bootstrap::from_env().context("joining the job (run under rgasnetrun)")?;
-    let (rank, size) = (boot.rank(), boot.size());
-    let kind = |matching| NiKind {
-        matching,
-        addressing: Addressing::Logical,
+    let to_self = match args.get(6).map(String::as_str) {
+        None | Some("next") => false,
+        Some("self") => true,
+        Some(other) => bail!("argument 6: {other:?} is neither `next` nor `self`"),
     };
-    let ni = LibNi::init(kind(Matching::Matching))?;
+    let threads = arg(&args, 7, Some(1))?.max(1);
+    let gets = match args.get(8).map(String::as_str) {
+        None | Some("put") => false,
+        Some("get") => true,
+        Some(other) => bail!("argument 8: {other:?} is neither `put` nor `get`"),
+    };
+    let (boot, ni, map) = rgasnet_tests::library::join_with_ni(Matching::Matching)?;
+    let (rank, size) = (boot.rank(), boot.size());
     let idle = (nis >= 2)
-        .then(|| LibNi::init(kind(Matching::NoMatching)))
+        .then(|| {
+            LibNi::init(NiKind {
+                matching: Matching::NoMatching,
+                addressing: Addressing::Logical,
+            })
+        })
         .transpose()?;
-    let me = ni.get_phys_id()?;
-    let map = rgasnet_tests::library::exchange_ids(&boot, me)?;
-    ni.set_map(&map)?;
     if let Some(idle) = &idle {
         idle.set_map(&map)?;
         let pt = idle.pt_alloc(PtOptions::empty(), None, PT)?;
@@ -156,7 +160,9 @@ fn run() -> Result<String> {
         })
     };
     // Acknowledgements so far, counted by the main thread; `stop` ends the sender threads
-    // when it gives up.
+    // when it gives up; the next message number to put. Every access is Relaxed: they are a
+    // count, a flag and a ticket, and no memory is handed over through them (the messages
+    // are the library's; the threads' end is ordered by the scope's join).
     let acked = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     let next_message = AtomicU64::new(0);
@@ -172,7 +178,7 @@ fn run() -> Result<String> {
         let senders: Vec<_> = (0..if threads > 1 { threads } else { 0 })
             .map(|_| {
                 scope.spawn(|| -> Result<()> {
-                    while acked.load(Ordering::Acquire) == 0 {
+                    while acked.load(Ordering::Relaxed) == 0 {
                         if stop.load(Ordering::Relaxed) {
                             return Ok(());
                         }
@@ -183,9 +189,7 @@ fn run() -> Result<String> {
                         if i >= count {
                             return Ok(());
                         }
-                        // Acquire: pairs with the main thread's Release, though only the
-                        // count matters here.
-                        while i.saturating_sub(acked.load(Ordering::Acquire)) >= window {
+                        while i.saturating_sub(acked.load(Ordering::Relaxed)) >= window {
                             if stop.load(Ordering::Relaxed) {
                                 return Ok(());
                             }
@@ -282,8 +286,7 @@ fn poll_events(
                     continue;
                 }
                 if i == 0 {
-                    // Release: the sender threads read the count to open the window.
-                    acked.fetch_add(1, Ordering::Release);
+                    acked.fetch_add(1, Ordering::Relaxed);
                 } else {
                     arrived += 1;
                 }
