@@ -92,6 +92,18 @@ for flavour in plain asan; do
         "$cc" "${flags[@]}" -shared -fPIC "$root/benches/c/hop_shim.c" -o "$out/libhop_shim.so" -ldl
         cp "$out/ptl_pingpong" "$out/ptl_pingpong-hops"
         check "$out/ptl_pingpong-hops" 2 LD_PRELOAD="$out/libhop_shim.so"
+        # The turnaround tool (scripts/turnaround.sh): its shim builds warning-free and
+        # reports both sides of the raw ping-pong, each of whose 220 round trips it timed.
+        "$cc" "${flags[@]}" -shared -fPIC "$root/benches/c/turnaround_shim.c" \
+            -o "$out/libturnaround_shim.so" -ldl
+        if LD_PRELOAD="$out/libturnaround_shim.so" timeout -k 5 60 "$out/udp_size_rtt" 200 1 8 \
+            >"$out/turnaround.log" 2>&1 &&
+            [ "$(grep -Ec '^turnaround: pid [0-9]+ rank - samples 2(19|20) ' "$out/turnaround.log")" = 2 ]; then
+            echo "PASS    turnaround_shim"
+        else
+            echo "FAIL    turnaround_shim (see $out/turnaround.log)"
+            status=1
+        fi
     fi
     if [ "$(ls /dev/shm | wc -l)" -gt "$shm_before" ]; then
         echo "FAIL    /dev/shm holds more objects after the $flavour tests than before"

@@ -1,0 +1,148 @@
+/* A preloaded library (LD_PRELOAD) that measures a process's turnaround: the time from a
+ * receive call that returned a small datagram to the next send call of the same thread. In a
+ * ping-pong that is the part of each hop spent in user space (the library's processing and
+ * the program's own), since the kernel's part of the hop lies inside the two calls. Run on a
+ * raw UDP ping-pong (benches/c/udp_size_rtt.c) it is the floor of a hop: a receive, a send
+ * and nothing in between. It also counts the receive calls that found nothing, which tells
+ * how long one polling round of the waiter is (the mean wait to notice an arrival is half a
+ * round). scripts/turnaround.sh runs both and prints them side by side.
+ *
+ * At exit it prints one line on standard error:
+ *   turnaround: pid P rank K samples N p10 A p50 B p90 C us; receives R empty E
+ * (K: the process's RGASNET_RANK, "-" outside an rgasnet job)
+ * and nothing if fewer than 100 turnarounds were seen. Receives of more than
+ * TURNAROUND_MAX_BYTES bytes (default 200) start no turnaround (the bulk phases of a
+ * benchmark's baselines are not ping-pongs). A measuring tool: each wrapped call costs one
+ * clock reading more, about the same on both sides of a comparison.
+ *
+ *   cc -std=c11 -Wall -Wextra -O2 -shared -fPIC turnaround_shim.c -o libturnaround_shim.so -ldl
+ *   LD_PRELOAD=./libturnaround_shim.so rgasnetrun -n 2 testsmall ... */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Samples kept (later ones are counted but not stored): 8 MiB of floats. */
+enum { MAX_SAMPLES = 2 * 1024 * 1024, MIN_REPORTED = 100 };
+
+static float samples[MAX_SAMPLES];
+static atomic_long stored, receives, empty_receives;
+static long max_bytes = 200;
+
+/* Per thread: when its last small datagram arrived, and whether a send has followed since. */
+static _Thread_local double last_arrival_us;
+static _Thread_local int awaiting_send;
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+__attribute__((constructor)) static void read_limit(void) {
+    const char *v = getenv("TURNAROUND_MAX_BYTES");
+    if (v != NULL) {
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (*v != '\0' && *end == '\0' && n > 0) {
+            max_bytes = n;
+        } else {
+            fprintf(stderr, "turnaround_shim: TURNAROUND_MAX_BYTES=%s is not a positive number; "
+                            "keeping %ld\n", v, max_bytes);
+        }
+    }
+}
+
+static void arrived(ssize_t r) {
+    if (r < 0) {
+        atomic_fetch_add_explicit(&empty_receives, 1, memory_order_relaxed);
+    } else if (r > 0 && r <= max_bytes) {
+        atomic_fetch_add_explicit(&receives, 1, memory_order_relaxed);
+        last_arrival_us = now_us();
+        awaiting_send = 1;
+    }
+}
+
+static void sending(void) {
+    if (!awaiting_send) {
+        return;
+    }
+    awaiting_send = 0;
+    double d = now_us() - last_arrival_us;
+    long i = atomic_fetch_add_explicit(&stored, 1, memory_order_relaxed);
+    if (i < MAX_SAMPLES) {
+        samples[i] = (float)d;
+    }
+}
+
+/* The C library's function `name`, looked up once per call site. */
+#define REAL(type, name, ...)                                  \
+    static type (*real_)(__VA_ARGS__);                          \
+    if (real_ == NULL) *(void **)(&real_) = dlsym(RTLD_NEXT, name)
+
+ssize_t sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *to,
+               socklen_t tolen) {
+    REAL(ssize_t, "sendto", int, const void *, size_t, int, const struct sockaddr *, socklen_t);
+    sending();
+    return real_(fd, buf, len, flags, to, tolen);
+}
+
+ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
+    REAL(ssize_t, "sendmsg", int, const struct msghdr *, int);
+    sending();
+    return real_(fd, msg, flags);
+}
+
+ssize_t send(int fd, const void *buf, size_t len, int flags) {
+    REAL(ssize_t, "send", int, const void *, size_t, int);
+    sending();
+    return real_(fd, buf, len, flags);
+}
+
+ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
+                 socklen_t *fromlen) {
+    REAL(ssize_t, "recvfrom", int, void *, size_t, int, struct sockaddr *, socklen_t *);
+    ssize_t r = real_(fd, buf, len, flags, from, fromlen);
+    arrived(r);
+    return r;
+}
+
+ssize_t recv(int fd, void *buf, size_t len, int flags) {
+    REAL(ssize_t, "recv", int, void *, size_t, int);
+    ssize_t r = real_(fd, buf, len, flags);
+    arrived(r);
+    return r;
+}
+
+ssize_t recvmsg(int fd, struct msghdr *msg, int flags) {
+    REAL(ssize_t, "recvmsg", int, struct msghdr *, int);
+    ssize_t r = real_(fd, msg, flags);
+    arrived(r);
+    return r;
+}
+
+static int by_value(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+__attribute__((destructor)) static void report(void) {
+    long n = atomic_load(&stored);
+    if (n > MAX_SAMPLES) {
+        n = MAX_SAMPLES;
+    }
+    if (n < MIN_REPORTED) {
+        return;
+    }
+    qsort(samples, (size_t)n, sizeof samples[0], by_value);
+    const char *rank = getenv("RGASNET_RANK");
+    fprintf(stderr,
+            "turnaround: pid %d rank %s samples %ld p10 %.3f p50 %.3f p90 %.3f us; "
+            "receives %ld empty %ld\n",
+            (int)getpid(), rank != NULL ? rank : "-", n, samples[n / 10], samples[n / 2],
+            samples[n * 9 / 10], atomic_load(&receives), atomic_load(&empty_receives));
+}
