@@ -65,6 +65,12 @@ pub trait EngineView {
     fn ct_get(&mut self, ct: CtHandle) -> PtlResult<CtEvent>;
     /// Releases a memory descriptor (`PtlMDRelease`).
     fn md_release(&mut self, md: MdHandle) -> PtlResult<()>;
+    /// How many events the engine has posted to any of its queues so far, where it counts
+    /// them (the native engine; a library posts on its own and says `None`). A consumer that
+    /// emptied a queue when the count was `n` knows the queue is still empty while it is.
+    fn events_posted(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl EngineView for Engine {
@@ -76,6 +82,9 @@ impl EngineView for Engine {
     }
     fn md_release(&mut self, md: MdHandle) -> PtlResult<()> {
         Engine::md_release(self, md)
+    }
+    fn events_posted(&self) -> Option<u64> {
+        Some(self.stats().events_posted)
     }
 }
 
