@@ -251,7 +251,7 @@ impl Interface {
         let mut received = false;
         // A failing round (socket error) is retried next tick; the application sees the
         // error itself on its next call.
-        let _ = self.progress_until(&mut st, &mut received, true, &mut |_| Ok(None::<()>));
+        let _ = self.progress_until(&mut st, &mut received, true, &mut |_| Ok(None::<()>), None);
         st.calls
     }
 

@@ -471,16 +471,10 @@ impl UdpEndpoint {
 
     /// Receives one datagram if one is waiting: `Ok(None)` when none is.
     pub fn recv(&self, buf: &mut [u8]) -> Result<Option<(usize, PhysId)>, UdpError> {
-        // `recvfrom` through nix: the std wrapper's address conversion and its boxed error
-        // for EAGAIN cost more than the rest of an empty poll.
         use nix::errno::Errno;
-        use nix::sys::socket::{recvfrom, SockaddrIn};
         loop {
-            match recvfrom::<SockaddrIn>(self.sock.as_raw_fd(), buf) {
-                Ok((n, Some(from))) => {
-                    let from = SocketAddrV4::new(from.ip(), from.port());
-                    return Ok(Some((n, PhysId::from_socket_addr(from))));
-                }
+            match raw_recvfrom(self.sock.as_raw_fd(), buf) {
+                Ok((n, Some(from))) => return Ok(Some((n, PhysId::from_socket_addr(from)))),
                 Ok((_, None)) => {
                     return Err(UdpError::Socket {
                         call: "recvfrom",
@@ -547,6 +541,48 @@ impl UdpEndpoint {
             Err(e) => Err(UdpError::Poll(e)),
         }
     }
+}
+
+/// `recvfrom` on a non-blocking socket as the system call itself (`syscall(SYS_recvfrom)`):
+/// the bytes received and the sender (`None` if it is not IPv4). Through the C library's
+/// wrapper (a cancellation point: it enables and disables asynchronous cancellation around
+/// the call, which Rust never uses) and nix's, an empty poll ran about 110 instructions of
+/// wrappers around the kernel's `EAGAIN`; every idle round of a wait makes one, and an
+/// arrival waits half a round on average to be noticed (`benches/perf/network-turnaround.md`).
+fn raw_recvfrom(
+    fd: std::os::fd::RawFd,
+    buf: &mut [u8],
+) -> Result<(usize, Option<SocketAddrV4>), nix::errno::Errno> {
+    // SAFETY: `sockaddr_in` is plain data, valid as zero.
+    let mut from: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    let mut from_len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: the buffer pointer and length describe `buf`, which is exclusively borrowed for
+    // the call; the address pointer and its length describe `from`, a local, and the kernel
+    // writes at most `from_len` bytes there (it truncates a longer address and reports its
+    // full length, which is checked below). No pointer outlives the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_recvfrom,
+            fd,
+            buf.as_mut_ptr(),
+            buf.len(),
+            0,
+            std::ptr::addr_of_mut!(from),
+            std::ptr::addr_of_mut!(from_len),
+        )
+    };
+    if r < 0 {
+        return Err(nix::errno::Errno::last());
+    }
+    let ipv4 = from.sin_family == libc::AF_INET as libc::sa_family_t
+        && from_len as usize == std::mem::size_of::<libc::sockaddr_in>();
+    let sender = ipv4.then(|| {
+        SocketAddrV4::new(
+            Ipv4Addr::from(u32::from_be(from.sin_addr.s_addr)),
+            u16::from_be(from.sin_port),
+        )
+    });
+    Ok((r as usize, sender))
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use super::{
 };
 use crate::engine::{Engine, ImmediateBatch, NiHandle};
 use crate::error::PtlResult;
+use crate::types::PhysId;
 
 /// What a waiter can observe of the engine: events posted, operations counted, immediate
 /// messages received. A message that leaves all three unchanged is answered by nobody local.
@@ -25,7 +26,7 @@ impl Interface {
     /// Returns whether any datagram arrived.
     pub(super) fn progress_locked(&self, st: &mut State) -> PtlResult<bool> {
         let mut received = false;
-        self.progress_until(st, &mut received, true, &mut |_| Ok(None::<()>))?;
+        self.progress_until(st, &mut received, true, &mut |_| Ok(None::<()>), None)?;
         Ok(received)
     }
 
@@ -43,12 +44,16 @@ impl Interface {
     ///
     /// With `transmit` false, what the received messages make due stays queued in the
     /// transport until the next call that transmits (see [`Interface::progress_holding`]).
+    ///
+    /// `first` is a datagram a lean round of [`Interface::wait_for`] already received into
+    /// the receive buffer: the round handles it before it receives more.
     pub(super) fn progress_until<T>(
         &self,
         st: &mut State,
         received: &mut bool,
         transmit: bool,
         until: &mut impl FnMut(&mut Engine) -> PtlResult<Option<T>>,
+        mut first: Option<Received>,
     ) -> PtlResult<Option<T>> {
         let now = Instant::now();
         st.round_start = now;
@@ -68,14 +73,14 @@ impl Interface {
                 last_received,
                 ..
             } = &mut *st;
-            if stack.engine.immediate_backlog_full() {
+            let next = match first.take() {
+                Some(got) => Some(got),
                 // Received immediates wait for their owner: read nothing more until it takes
                 // some (the transport's retransmission covers what the socket drops).
-                break;
-            }
-            let Some((len, from, seg)) =
-                self.inner.link.recv_train(rx).map_err(io_err("progress"))?
-            else {
+                None if stack.engine.immediate_backlog_full() => break,
+                None => self.inner.link.recv_train(rx).map_err(io_err("progress"))?,
+            };
+            let Some((len, from, seg)) = next else {
                 break;
             };
             *received = true;
@@ -230,10 +235,16 @@ impl Interface {
         let mut received = false;
         let stats = st.stack.engine.stats();
         let before = (stats.events_posted, stats.immediates_received);
-        self.progress_until(&mut st, &mut received, false, &mut |e| {
-            let s = e.stats();
-            Ok(((s.events_posted, s.immediates_received) != before).then_some(()))
-        })?;
+        self.progress_until(
+            &mut st,
+            &mut received,
+            false,
+            &mut |e| {
+                let s = e.stats();
+                Ok(((s.events_posted, s.immediates_received) != before).then_some(()))
+            },
+            None,
+        )?;
         if let Some((ni, out)) = immediates {
             if st.stack.engine.immediates_waiting() > 0 {
                 st.stack.engine.take_immediates(ni, out, IMMEDIATE_TAKE_MAX);
@@ -281,7 +292,9 @@ impl Interface {
                     }
                 }
                 let mut received = false;
-                if let Some(v) = self.progress_until(&mut st, &mut received, true, &mut check)? {
+                if let Some(v) =
+                    self.progress_until(&mut st, &mut received, true, &mut check, None)?
+                {
                     return Ok(Some(v));
                 }
                 // The round's own clock reading: one clock read per spinning round, not two.
@@ -302,6 +315,11 @@ impl Interface {
             }
             if now < spin_until {
                 std::hint::spin_loop();
+                match self.lean_rounds(&mut check)? {
+                    Lean::Done(v) => return Ok(Some(v)),
+                    Lean::Received(at) => spin_until = at + spin,
+                    Lean::Quiet => {}
+                }
                 continue;
             }
             if now < poll_until {
@@ -325,6 +343,44 @@ impl Interface {
                 .wait_readable(block)
                 .map_err(io_err("wait"))?;
         }
+    }
+
+    /// Up to [`LEAN_ROUNDS`] rounds of a spinning wait between two full rounds: each takes
+    /// the lock, looks at the socket and, if nothing came, asks `check` (what other threads
+    /// did meanwhile). A full round also reads the clock, runs the timers, releases held acks
+    /// and transmits; while nothing arrives none of that has anything to do (every call that
+    /// gives the engine work transmits it, and timers are hundreds of microseconds away), and
+    /// it made an idle round about a third longer than the `recvfrom` alone, which is what
+    /// an arrival waits for on average, half a round (`benches/perf/network-turnaround.md`).
+    /// A datagram that arrives is handled at once by a full round (under the same lock: the
+    /// receive buffer is shared).
+    fn lean_rounds<T>(
+        &self,
+        check: &mut impl FnMut(&mut Engine) -> PtlResult<Option<T>>,
+    ) -> PtlResult<Lean<T>> {
+        for _ in 0..LEAN_ROUNDS {
+            let mut st = self.lock();
+            let State { stack, rx, .. } = &mut *st;
+            if stack.engine.immediate_backlog_full() {
+                // Only a full round knows what to do then (it reads nothing).
+                return Ok(Lean::Quiet);
+            }
+            if let Some(got) = self.inner.link.recv_train(rx).map_err(io_err("progress"))? {
+                let mut received = false;
+                return Ok(
+                    match self.progress_until(&mut st, &mut received, true, check, Some(got))? {
+                        Some(v) => Lean::Done(v),
+                        None => Lean::Received(st.round_start),
+                    },
+                );
+            }
+            if let Some(v) = check(&mut st.stack.engine)? {
+                return Ok(Lean::Done(v));
+            }
+            drop(st);
+            std::hint::spin_loop();
+        }
+        Ok(Lean::Quiet)
     }
 
     /// Sets how a wait polls: it spins (re-checking without giving up the CPU) for `spin`,
@@ -353,6 +409,26 @@ impl Interface {
         let load = |a: &AtomicU64| Duration::from_nanos(a.load(Ordering::Relaxed));
         (load(&self.inner.spin_ns), load(&self.inner.poll_budget_ns))
     }
+}
+
+/// A datagram received into the receive buffer: its length, sender and bytes per datagram
+/// (less than the length for a train the kernel coalesced).
+pub(super) type Received = (usize, PhysId, usize);
+
+/// Lean rounds between two full rounds of a spinning wait ([`Interface::lean_rounds`]): with
+/// three, timers and held work wait at most three `recvfrom` calls longer (a few
+/// microseconds), and three idle rounds in four are lean.
+const LEAN_ROUNDS: u32 = 3;
+
+/// How [`Interface::lean_rounds`] ended.
+enum Lean<T> {
+    /// `check` held.
+    Done(T),
+    /// A datagram arrived, and the full round that handled it (at this time) did not end
+    /// the wait.
+    Received(Instant),
+    /// Nothing happened, or only a full round may go on.
+    Quiet,
 }
 
 struct WaiterGuard<'a>(&'a AtomicUsize);
