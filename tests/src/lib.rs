@@ -122,6 +122,8 @@ pub fn run_job(
 /// not finish within `timeout`.
 pub fn run_command(mut cmd: Command, timeout: Duration) -> JobOutput {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    // The job as a shell line with the environment it sets, for the timeout's message.
+    let job = format!("{cmd:?}");
     let start = Instant::now();
     let mut child = cmd.spawn().expect("spawn the job");
     let mut out = child.stdout.take().expect("stdout");
@@ -145,7 +147,9 @@ pub fn run_command(mut cmd: Command, timeout: Duration) -> JobOutput {
             let _ = child.wait();
             let stdout = out_t.join().unwrap_or_default();
             let stderr = err_t.join().unwrap_or_default();
-            panic!("job timed out after {timeout:?}\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
+            panic!(
+                "job timed out after {timeout:?}: {job}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     };

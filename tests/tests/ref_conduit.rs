@@ -104,7 +104,16 @@ fn conformance_over_a_portals_library() {
     over_ref(2, (PROG, "leave"), leave, &[], paths(2));
     every_rank(EXT, "leave", 2);
     let flood_ok = ("request/reply flood ok", 2);
-    over_ref(2, (PROG, "reqrep-flood"), flood_ok, &[], network_paths(2));
+    // Sandia's library moves about one AM per millisecond here (20,000 requests and their
+    // replies each way took 54-57 s before the byte bound in flight, 72 s after, and past the
+    // 240 s limit in a CI run on a loaded machine): a quarter of them keeps the sustained
+    // traffic within a bounded time.
+    let count: &[(&str, &str)] = if testing_reference_implementation() {
+        &[("AMC_FLOOD_COUNT", "5000")]
+    } else {
+        &[]
+    };
+    over_ref(2, (PROG, "reqrep-flood"), flood_ok, count, network_paths(2));
     over_ref(
         2,
         (PROG, "reply-storm"),

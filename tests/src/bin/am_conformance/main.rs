@@ -4,6 +4,9 @@
 //! error variants) and exits non-zero with a message naming the first mismatch.
 //! Modes: `basic`, `flood`, `reqrep-flood`, `reply-storm`, `threads`, `stall`, `errors`,
 //! `unregistered`, `exit`, `attach-and-wait`.
+//!
+//! `AMC_SEGMENT` sets the segment size; `AMC_FLOOD_COUNT` the requests each rank sends in
+//! `reqrep-flood` (default 20,000; a slow Portals library gets fewer, see `ref_conduit.rs`).
 
 // A test program: a poisoned lock means a handler already failed the run.
 #![allow(clippy::unwrap_used)]
@@ -595,7 +598,19 @@ fn main() -> ExitCode {
     let r = match mode.as_str() {
         "basic" => basic(&c, &st),
         "flood" => floods::flood(&c, &st, 1000),
-        "reqrep-flood" => floods::request_flood(&c, &st, 20_000, SHORT_REQ, "request/reply flood"),
+        "reqrep-flood" => {
+            let count = match std::env::var("AMC_FLOOD_COUNT") {
+                Ok(v) => match v.parse::<u64>() {
+                    Ok(n) if n > 0 => n,
+                    _ => {
+                        eprintln!("am_conformance: AMC_FLOOD_COUNT={v} is not a positive count");
+                        return ExitCode::from(2);
+                    }
+                },
+                Err(_) => 20_000,
+            };
+            floods::request_flood(&c, &st, count, SHORT_REQ, "request/reply flood")
+        }
         // Short requests answered by large Medium replies: each rank's handlers find the
         // other's reply queue full while the other is inside handlers too, and neither may
         // wait for the other there.
