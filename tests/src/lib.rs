@@ -128,27 +128,29 @@ pub fn run_command(mut cmd: Command, timeout: Duration) -> JobOutput {
     let mut child = cmd.spawn().expect("spawn the job");
     let mut out = child.stdout.take().expect("stdout");
     let mut err = child.stderr.take().expect("stderr");
+    // Bytes, not `read_to_string`: one byte that is not UTF-8 would drop all of it.
     let out_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
+        let mut b = Vec::new();
+        let _ = out.read_to_end(&mut b);
+        String::from_utf8_lossy(&b).into_owned()
     });
     let err_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
+        let mut b = Vec::new();
+        let _ = err.read_to_end(&mut b);
+        String::from_utf8_lossy(&b).into_owned()
     });
     let status = loop {
         if let Some(st) = child.try_wait().expect("wait") {
             break st;
         }
         if start.elapsed() > timeout {
+            let stacks = stacks_of_tree(child.id());
             let _ = child.kill();
             let _ = child.wait();
             let stdout = out_t.join().unwrap_or_default();
             let stderr = err_t.join().unwrap_or_default();
             panic!(
-                "job timed out after {timeout:?}: {job}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+                "job timed out after {timeout:?}: {job}\n--- stdout\n{stdout}\n--- stderr\n{stderr}\n--- stacks\n{stacks}"
             );
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -159,6 +161,59 @@ pub fn run_command(mut cmd: Command, timeout: Duration) -> JobOutput {
         stderr: err_t.join().unwrap_or_default(),
         elapsed: start.elapsed(),
     }
+}
+
+/// The threads' stacks of `root` and every process below it, as `gdb` prints them (the
+/// frames only), so that a job that hangs in CI says where; a note instead where `gdb` is
+/// missing or cannot attach. Each attach is bounded by `timeout 30`.
+fn stacks_of_tree(root: u32) -> String {
+    let mut tree = vec![root];
+    let mut i = 0;
+    while let Some(&pid) = tree.get(i) {
+        tree.extend(children_of(pid));
+        i += 1;
+    }
+    let mut text = String::new();
+    for pid in tree {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        text.push_str(&format!("== pid {pid}: {}\n", cmdline.trim()));
+        let out = Command::new("timeout")
+            .args(["30", "gdb", "-batch", "-p", &pid.to_string()])
+            .args(["-ex", "thread apply all bt"])
+            .stdin(Stdio::null())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => {
+                for line in String::from_utf8_lossy(&o.stdout).lines() {
+                    if line.starts_with('#') || line.starts_with("Thread ") {
+                        text.push_str(line);
+                        text.push('\n');
+                    }
+                }
+            }
+            Ok(o) => text.push_str(&format!("(gdb could not attach: {})\n", o.status)),
+            Err(e) => text.push_str(&format!("(no gdb: {e})\n")),
+        }
+    }
+    text
+}
+
+/// The pids whose parent is `pid` (from `/proc/PID/task/*/children`; empty if unreadable).
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
 }
 
 /// Two AM receive blocks of 128 KiB (`GASNET_AM_NUM_ENTRIES`, `GASNET_AM_BUFFER_SIZE`): small
@@ -318,5 +373,28 @@ pub fn launch_conformance(what: &str, ranks: usize, job: JobCommand<'_>, timeout
                 out.stderr
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_past_its_limit_is_killed_and_shows_its_processes() {
+        // The job's own child, found through /proc, must be listed too.
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo started; sleep 3 & wait"]);
+        let run =
+            std::panic::AssertUnwindSafe(move || run_command(cmd, Duration::from_millis(500)));
+        let got = std::panic::catch_unwind(run);
+        let Err(panic) = got else {
+            panic!("a job of 3 s finished within 0.5 s");
+        };
+        let msg = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(msg.contains("job timed out after 500ms"), "{msg}");
+        assert!(msg.contains("\"sh\" \"-c\""), "the job's command: {msg}");
+        assert!(msg.contains("--- stdout\nstarted\n"), "its output: {msg}");
+        assert!(msg.contains(": sleep 3\n"), "its child process: {msg}");
     }
 }
