@@ -14,6 +14,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "preload.h"
+
 /* Microseconds on CLOCK_MONOTONIC: when the last send call began and ended, and when the
  * last receive call that returned data ended. */
 double hop_shim_send_begin, hop_shim_send_end, hop_shim_recv_end;
@@ -23,11 +25,6 @@ static double now_us(void) {
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
 }
-
-/* The C library's function `name`, looked up once per call site. */
-#define REAL(type, name, ...)                                  \
-    static type (*real_)(__VA_ARGS__);                          \
-    if (real_ == NULL) *(void **)(&real_) = dlsym(RTLD_NEXT, name)
 
 ssize_t sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *to,
                socklen_t tolen) {

@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "preload.h"
+
 /* Samples kept (later ones are counted but not stored): 8 MiB of floats. */
 enum { MAX_SAMPLES = 2 * 1024 * 1024, MIN_REPORTED = 100 };
 
@@ -80,11 +82,6 @@ static void sending(void) {
         samples[i] = (float)d;
     }
 }
-
-/* The C library's function `name`, looked up once per call site. */
-#define REAL(type, name, ...)                                  \
-    static type (*real_)(__VA_ARGS__);                          \
-    if (real_ == NULL) *(void **)(&real_) = dlsym(RTLD_NEXT, name)
 
 ssize_t sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *to,
                socklen_t tolen) {
