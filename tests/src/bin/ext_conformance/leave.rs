@@ -103,8 +103,10 @@ pub(crate) fn barrier_left(ext: &Extended) -> ExitCode {
 /// Mode `barrier-notify-left`: rank 1 notifies the next barrier and ends its program without
 /// waiting for it (an erroneous program). The others' barrier must end, not hang: complete
 /// (rank 1 did all its part before it ended: with the shared counter its arrival is all of it)
-/// or fail naming rank 1 (with the dissemination barrier rank 1 also forwards the others'
-/// arrivals in its later rounds).
+/// or fail naming a rank that ended its program (with the dissemination barrier rank 1 also
+/// forwards the others' arrivals in its later rounds): rank 1, or a rank whose own barrier
+/// failed on rank 1 and which ended its program before this one noticed rank 1 (a CI run saw
+/// rank 2 name rank 0 so). The test checks that some rank named rank 1 or completed.
 pub(crate) fn barrier_notify_left(ext: &Extended) -> ExitCode {
     let me = ext.rank();
     if let Err(e) = ext.barrier() {
@@ -125,7 +127,7 @@ pub(crate) fn barrier_notify_left(ext: &Extended) -> ExitCode {
             println!("rank {me}: barrier-notify-left ok: completed");
             ExitCode::SUCCESS
         }
-        Err(e @ ExtError::BarrierPeerLeft { rank: 1, .. }) => {
+        Err(e @ ExtError::BarrierPeerLeft { rank, .. }) if rank != me => {
             println!("rank {me}: barrier-notify-left ok: {e}");
             ExitCode::SUCCESS
         }
