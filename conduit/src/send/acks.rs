@@ -126,29 +126,28 @@ impl Inner {
             };
             let (args, dest, attempts) = put;
             let sent = self.am_ni.put(&args);
-            if attempts == 0 {
-                // Its first start, queued past the bounds on the wire (`Inner::launch`).
-                if let Err(source) = sent {
-                    if self.over_library() {
-                        lock(&att.send).off_wire(args.length);
-                    }
-                    self.forget_unstarted(att, args.user_ptr);
-                    return Err(AmError::Portals { call, source });
+            // `attempts == 0`: its first start, queued past the bounds on the wire
+            // (`Inner::launch`); else a resend after a refusal.
+            if attempts > 0 {
+                Counters::bump(&self.stats.resends);
+                // The refusal held the departure handshake with `dest` (a leaving peer waits
+                // for this message); the transport holds the new send itself now.
+                if let Some(&peer) = self.peers.get(dest as usize) {
+                    self.am_ni.refusal_resent(peer);
                 }
-                Counters::bump(&self.stats.sent);
-                continue;
-            }
-            Counters::bump(&self.stats.resends);
-            // The refusal held the departure handshake with `dest` (a leaving peer waits for
-            // this message); the transport holds the new send itself now.
-            if let Some(&peer) = self.peers.get(dest as usize) {
-                self.am_ni.refusal_resent(peer);
             }
             if let Err(source) = sent {
                 if self.over_library() {
                     lock(&att.send).off_wire(args.length);
                 }
+                if attempts == 0 {
+                    // Never started: nothing uses its memory.
+                    self.forget_unstarted(att, args.user_ptr);
+                }
                 return Err(AmError::Portals { call, source });
+            }
+            if attempts == 0 {
+                Counters::bump(&self.stats.sent);
             }
         }
         Ok(())
