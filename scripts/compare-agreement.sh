@@ -17,8 +17,14 @@ cd "$(dirname "$0")/.."
 gasnet=${1:?usage: $0 GASNET_BUILD_DIR [compare options...]}
 shift
 cargo build --release -q -p rgasnet-bench -p rgasnet-launcher
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# AGREEMENT_KEEP=DIR keeps both runs' tables (compare's output folders DIR/1 and DIR/2).
+if [ -n "${AGREEMENT_KEEP:-}" ]; then
+    work=$AGREEMENT_KEEP
+    mkdir -p "$work"
+else
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+fi
 for run in 1 2; do
     target/release/rgasnet-bench compare --gasnet "$gasnet" --paths native,pshm \
         --no-plots --out "$work/$run" "$@" >/dev/null 2>"$work/$run.log" ||
@@ -39,27 +45,30 @@ headlines=(
 # Not a headline: shared-memory put/get 8 B take 4-5 ns, which GASNet's tests print to the
 # whole ns: their ratio moves in steps of 20-25 % whatever the iteration count.
 # ratio OURS PEER FIGURE SIZE CSV: the median over the repeats of ours / peer measured in the
-# same repeat (compare's peer_ratios.csv; see benches/src/compare/paired.rs).
+# same repeat and machine state (compare's peer_ratios.csv; see benches/src/compare/paired.rs),
+# then `/` and the repeats left out for a change of machine state between the two jobs.
 ratio() {
     awk -F, -v o="$1" -v p="$2" -v f="$3" -v s="$4" \
-        '$1 == o && $2 == p && $4 == f && $5 == s { printf "%.3f", $7; exit }' "$5"
+        '$1 == o && $2 == p && $4 == f && $5 == s { printf "%.3f/%s", $7, $11; exit }' "$5"
 }
 status=0
-printf '%-14s %10s %10s %8s\n' headline run1 run2 differ
+printf '%-14s %10s %10s %8s   %s\n' headline run1 run2 differ "(repeats left out: run1 run2)"
 for h in "${headlines[@]}"; do
     IFS='|' read -r label ours peer figure size <<<"$h"
     ratios=()
+    left=()
     for run in 1 2; do
         r=$(ratio "$ours" "$peer" "$figure" "$size" "$work/$run/peer_ratios.csv")
         if [ -z "$r" ]; then
             echo "$label: no $ours / $peer ratio in run $run" >&2
             exit 2
         fi
-        ratios+=("$r")
+        ratios+=("${r%%/*}")
+        left+=("${r#*/}")
     done
     d=$(awk -v x="${ratios[0]}" -v y="${ratios[1]}" 'BEGIN { d = x / y - 1; if (d < 0) d = -d; printf "%.1f", 100 * d }')
     mark=$(awk -v d="$d" 'BEGIN { print (d <= 10) ? "ok" : "DIFFERS" }')
     [ "$mark" = ok ] || status=1
-    printf '%-14s %10s %10s %7s%% %s\n' "$label" "${ratios[0]}" "${ratios[1]}" "$d" "$mark"
+    printf '%-14s %10s %10s %7s%% %-7s (%s %s)\n' "$label" "${ratios[0]}" "${ratios[1]}" "$d" "$mark" "${left[0]}" "${left[1]}"
 done
 exit "$status"

@@ -301,6 +301,30 @@ fn spin_pingpong_server(
     Ok(())
 }
 
+/// Median round trip of `iters` busy-polled ping-pongs of `size` bytes between two loopback
+/// sockets of this process, in two threads (after `iters / 10` uncounted warm-up rounds): the
+/// UDP probe of `compare`, which needs no job around it.
+pub fn spin_udp_pingpong_rtt(size: usize, iters: usize) -> Result<Duration, RawError> {
+    let timeout = Duration::from_secs(5);
+    let server = UdpEndpoint::bind(&UdpConfig::default())?;
+    let client = UdpEndpoint::bind(&UdpConfig::default())?;
+    let server_id = server.local_id();
+    let warmup = iters / 10;
+    let echo =
+        std::thread::spawn(move || spin_pingpong_server(&server, size, warmup + iters, timeout));
+    let rtts = spin_pingpong_client(&client, server_id, size, warmup, iters, timeout);
+    let echoed = echo
+        .join()
+        .map_err(|_| RawError::Measure(BaselineError::ThreadPanicked("raw pingpong server")))?;
+    // The client's failure first: the server's is then usually only its consequence.
+    let rtts = rtts?;
+    echoed?;
+    median_duration(&rtts).ok_or(RawError::Measure(BaselineError::InvalidArg {
+        name: "iters",
+        reason: "must be at least 1".into(),
+    }))
+}
+
 fn client_half(ep: &UdpEndpoint, server: PhysId, p: &RawParams) -> Result<RawFigures, RawError> {
     let mut figs = RawFigures::default();
     let warmup = p.iters / 10;

@@ -11,15 +11,16 @@
 //! each path's ratios are taken against figures measured in the same run.
 
 pub mod gasnet;
+mod groups;
 pub mod paired;
 pub mod plot;
+pub mod probe;
 pub mod runner;
 pub mod summary;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::parse::parse_output;
 use runner::Job;
 use summary::Sample;
 
@@ -87,13 +88,21 @@ impl PathKind {
 /// `scripts/compare-agreement.sh`) while every other headline agreed within 10 %.
 pub const BARRIER_ITERS_SCALE: u64 = 10;
 
+/// How many times `-i` the AM benchmarks run, rgasnet's and GASNet's alike. 3000 AM Short
+/// round trips last 0.6 ms through shared memory and 20-30 ms over UDP; alternating single
+/// jobs at 3000 gave udp-conduit / native ratios of 0.66-0.86 and at 15,000 of 0.83-0.96
+/// (2026-12-02), and two compare runs disagreed by 12-17 % on AM Short (network and shared
+/// memory) with every repeat's jobs in one machine state. The sweeps to 1 MiB cost about a
+/// minute more per compare run.
+pub const AM_ITERS_SCALE: u64 = 5;
+
 /// The iterations `bench` runs when compare is given `iters`: [`BARRIER_ITERS_SCALE`] times
-/// as many for `testbarrier`, `iters` for the others.
+/// as many for `testbarrier`, [`AM_ITERS_SCALE`] times for `testam`, `iters` for the others.
 pub fn bench_iters(bench: &str, iters: u64) -> u64 {
-    if bench == "testbarrier" {
-        iters.saturating_mul(BARRIER_ITERS_SCALE)
-    } else {
-        iters
+    match bench {
+        "testbarrier" => iters.saturating_mul(BARRIER_ITERS_SCALE),
+        "testam" => iters.saturating_mul(AM_ITERS_SCALE),
+        _ => iters,
     }
 }
 
@@ -117,7 +126,8 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     pub repeats: u64,
     /// Iterations per measurement, passed to every benchmark (and to GASNet's; the barrier
-    /// benchmarks run `BARRIER_ITERS_SCALE` times as many, see [`bench_iters`]). 3000: at 500
+    /// and AM benchmarks run `BARRIER_ITERS_SCALE` and `AM_ITERS_SCALE` times as many, see
+    /// [`bench_iters`]). 3000: at 500
     /// an 8-byte latency or a barrier was measured over 1-2 ms, which one preemption on a
     /// shared VM moves by tens of percent (two compare runs then disagreed by 10-15 % on the
     /// 8-byte get and the barrier); at 3000, with the barriers at ten times that, two runs
@@ -148,6 +158,11 @@ pub struct CompareArgs {
     /// Skip the plots.
     #[arg(long)]
     pub no_plots: bool,
+    /// Times a benchmark's group of one repeat (every path and peer back to back) runs again
+    /// when the probes around its jobs place them in different machine states (see
+    /// `rgasnet_bench::compare::probe`); its last run counts either way.
+    #[arg(long, default_value_t = 2)]
+    pub state_retries: u32,
 }
 
 /// What stops a comparison from running at all (anything smaller is reported and skipped).
@@ -192,6 +207,7 @@ pub struct Outcome {
     pub markdown: String,
 }
 
+/// One job of the plan.
 struct Planned {
     job: Job,
     path: String,
@@ -301,8 +317,8 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome, CompareError> {
             if !group.is_empty() {
                 let k = run % group.len();
                 group.rotate_left(k);
+                plan.push(group);
             }
-            plan.extend(group);
         }
     }
     let logs = args.out.join("logs");
@@ -310,95 +326,21 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome, CompareError> {
         path: logs.clone(),
         source,
     })?;
-    let mut samples = Vec::new();
-    let mut commands = Vec::new();
-    let total = plan.len();
     let started = Instant::now();
-    for (i, p) in plan.iter().enumerate() {
-        eprint!(
-            "[{}/{total}] {} on {} (run {} of {}) ... ",
-            i + 1,
-            p.bench,
-            p.path,
-            p.run + 1,
-            args.repeats
-        );
-        if p.run == 0 {
-            commands.push(p.job.display());
-        }
-        let log = logs.join(format!("{}-{}-{}.txt", p.path, p.bench, p.run + 1));
-        let out = match runner::run(&p.job) {
-            Ok(o) => o,
-            Err(e) => {
-                eprintln!("failed: {e}");
-                skipped.push(format!("{} on {} run {}: {e}", p.bench, p.path, p.run + 1));
-                continue;
-            }
-        };
-        let text = format!(
-            "$ {}\n--- stdout\n{}--- stderr\n{}--- exit {:?}{} after {:.1} s\n",
-            p.job.display(),
-            out.stdout,
-            out.stderr,
-            out.code,
-            if out.timed_out {
-                " (stopped at the deadline)"
-            } else {
-                ""
-            },
-            out.elapsed.as_secs_f64()
-        );
-        write(&log, text.as_bytes())?;
-        if !out.success() {
-            let why = if out.timed_out {
-                format!("did not finish within {}s", args.timeout_secs)
-            } else {
-                format!("exit status {:?}", out.code)
-            };
-            eprintln!("failed ({why}); see {}", log.display());
-            skipped.push(format!(
-                "{} on {} run {}: {why} (log: {})",
-                p.bench,
-                p.path,
-                p.run + 1,
-                log.display()
-            ));
-            continue;
-        }
-        match parse_output(&out.stdout) {
-            Ok(records) => {
-                eprintln!(
-                    "{} figures in {:.1} s",
-                    records.len(),
-                    out.elapsed.as_secs_f64()
-                );
-                let peer = paired::is_peer(&p.path);
-                samples.extend(records.into_iter().map(|mut record| {
-                    if peer {
-                        record.figure = gasnet::canonical_figure(&p.bench, &record.figure);
-                    }
-                    Sample {
-                        path: p.path.clone(),
-                        bench: p.bench.clone(),
-                        run: p.run,
-                        record,
-                    }
-                }));
-            }
-            Err(e) => {
-                eprintln!("unreadable output: {e}");
-                skipped.push(format!("{} on {} run {}: {e}", p.bench, p.path, p.run + 1));
-            }
-        }
-    }
+    let done = groups::run_all(&plan, args, &logs)?;
+    skipped.extend(done.skipped);
     eprintln!("all runs done in {:.1} s", started.elapsed().as_secs_f64());
-    finish(args, samples, skipped, &commands)
+    let commands = done.commands;
+    let samples = done.samples;
+    let states = done.states;
+    finish(args, samples, &states, skipped, &commands)
 }
 
 /// Aggregates, writes the files and builds the Markdown report.
 fn finish(
     args: &CompareArgs,
     samples: Vec<Sample>,
+    states: &paired::JobStates,
     mut skipped: Vec<String>,
     commands: &[String],
 ) -> Result<Outcome, CompareError> {
@@ -421,10 +363,11 @@ fn finish(
     let mut md = format!(
         "# rgasnet benchmark comparison\n\nDate (UTC): {date}  \nMachine: {machine}  \n\
          Runs: {} per benchmark and path; figures are medians with min–max over the runs.\n\n\
-         Iterations: {} per measurement, {} per barrier benchmark.  \n\
+         Iterations: {} per measurement, {} per AM and {} per barrier benchmark.  \n\
          Reproduce: `rgasnet-bench compare --repeats {} -i {} --max-size {}`\n\n",
         args.repeats,
         args.iters,
+        bench_iters("testam", args.iters),
         bench_iters("testbarrier", args.iters),
         args.repeats,
         args.iters,
@@ -448,7 +391,7 @@ fn finish(
     let paired_path = args.out.join("peer_ratios.csv");
     write(
         &paired_path,
-        paired::csv(&paired::paired_ratios(&samples)).as_bytes(),
+        paired::csv(&paired::paired_ratios(&samples, states)).as_bytes(),
     )?;
     let json_path = args.out.join("results.json");
     let meta = [

@@ -4,10 +4,15 @@
 //! speed moves by more than the conduits differ. The median of the per-repeat ratios cancels
 //! that drift, where the ratio of two medians (each side's median taken over its own repeats)
 //! keeps it: the verdict `compare` and `scripts/compare-agreement.sh` give is this one.
+//!
+//! Seconds apart is not always the same machine: this VM also jumps between states that
+//! differ by more than the conduits (see [`super::probe`]). A repeat whose two jobs the probes
+//! place in different states gives no ratio while any repeat gives one from a single state.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use super::probe::{self, AroundJob};
 use super::summary::Sample;
 use crate::record::{Kind, Unit};
 use crate::stats::Spread;
@@ -27,9 +32,17 @@ pub struct PairedRatio {
     pub size: Option<u64>,
     /// Unit of both figures.
     pub unit: Unit,
-    /// `ours / peer` over the repeats in which both were measured.
+    /// `ours / peer` over the repeats in which both were measured (in one machine state,
+    /// where any were).
     pub ratio: Spread,
+    /// Repeats left out because the two jobs ran in different machine states.
+    pub state_mismatched: usize,
+    /// No repeat ran both jobs in one state: `ratio` is over all of them, and says little.
+    pub no_state_match: bool,
 }
+
+/// The machine's state around each job, by (path, benchmark, repeat); see [`super::probe`].
+pub type JobStates = BTreeMap<(String, String, usize), AroundJob>;
 
 /// Whether `path` is one of GASNet's (a peer) rather than one of rgasnet's.
 pub(crate) fn is_peer(path: &str) -> bool {
@@ -39,9 +52,11 @@ pub(crate) fn is_peer(path: &str) -> bool {
 /// For every figure that one of rgasnet's paths and a peer both printed in the same repeats
 /// (every pair of path and peer: the caller picks the pairs that mean something),
 /// the spread of `ours / peer` over those repeats. A figure printed twice in one run counts
-/// once (its first line); a peer figure of 0 gives no ratio. In the order the figures first
-/// appear, rgasnet's path first, then the peer.
-pub fn paired_ratios(samples: &[Sample]) -> Vec<PairedRatio> {
+/// once (its first line); a peer figure of 0 gives no ratio. A repeat in which `states` puts
+/// the two jobs in different machine states is left out while another repeat has both in one
+/// (a job without a recorded state counts as in any). In the order the figures first appear,
+/// rgasnet's path first, then the peer.
+pub fn paired_ratios(samples: &[Sample], states: &JobStates) -> Vec<PairedRatio> {
     // (path, figure key) -> run -> first sample of that run.
     let mut by: BTreeMap<(&str, String), BTreeMap<usize, &Sample>> = BTreeMap::new();
     let mut order: Vec<(&str, String)> = Vec::new();
@@ -69,14 +84,24 @@ pub fn paired_ratios(samples: &[Sample]) -> Vec<PairedRatio> {
             let Some(peer_runs) = by.get(&(*peer, key.clone())) else {
                 continue;
             };
-            let ratios: Vec<f64> = our_runs
+            // (ratio, whether both jobs ran in one state)
+            let pairs: Vec<(f64, bool)> = our_runs
                 .iter()
                 .filter_map(|(run, a)| {
                     let b = peer_runs.get(run)?;
+                    let around = |s: &Sample| states.get(&(s.path.clone(), s.bench.clone(), *run));
+                    let matched = probe::same_state(around(a).into_iter().chain(around(b)));
                     (b.record.value > 0.0 && a.record.unit == b.record.unit)
-                        .then(|| a.record.value / b.record.value)
+                        .then(|| (a.record.value / b.record.value, matched))
                 })
                 .collect();
+            let matched: Vec<f64> = pairs.iter().filter(|p| p.1).map(|p| p.0).collect();
+            let no_state_match = matched.is_empty();
+            let ratios: Vec<f64> = if no_state_match {
+                pairs.iter().map(|p| p.0).collect()
+            } else {
+                matched
+            };
             let (Some(ratio), Some(first)) = (Spread::of(&ratios), our_runs.values().next()) else {
                 continue;
             };
@@ -88,20 +113,29 @@ pub fn paired_ratios(samples: &[Sample]) -> Vec<PairedRatio> {
                 size: first.record.size,
                 unit: first.record.unit,
                 ratio,
+                state_mismatched: if no_state_match {
+                    0
+                } else {
+                    pairs.len() - ratios.len()
+                },
+                no_state_match,
             });
         }
     }
     out
 }
 
-/// Every paired ratio as CSV (`peer_ratios.csv`).
+/// Every paired ratio as CSV (`peer_ratios.csv`). `state_mismatched`: the repeats left out
+/// (ran in different machine states), or `all` when none ran both jobs in one state and the
+/// ratio is over every repeat.
 pub fn csv(rows: &[PairedRatio]) -> String {
-    let mut s =
-        String::from("ours,peer,kind,figure,size,unit,ratio_median,ratio_min,ratio_max,runs\n");
+    let mut s = String::from(
+        "ours,peer,kind,figure,size,unit,ratio_median,ratio_min,ratio_max,runs,state_mismatched\n",
+    );
     for r in rows {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{}",
             r.ours,
             r.peer,
             r.kind.name(),
@@ -109,6 +143,11 @@ pub fn csv(rows: &[PairedRatio]) -> String {
             r.size.map(|x| x.to_string()).unwrap_or_default(),
             r.unit.name(),
             r.ratio.csv_fields(),
+            if r.no_state_match {
+                "all".to_string()
+            } else {
+                r.state_mismatched.to_string()
+            },
         );
     }
     s
@@ -159,7 +198,7 @@ mod tests {
             sample("pshm", 0, "AMShort ping-pong", 0.002),
             sample("gasnet-smp", 0, "AMShort ping-pong", 0.0),
         ];
-        let rows = paired_ratios(&samples);
+        let rows = paired_ratios(&samples, &JobStates::new());
         let got: Vec<(&str, &str, &str, f64, usize)> = rows
             .iter()
             .map(|r| {
@@ -182,9 +221,12 @@ mod tests {
         let csv = csv(&rows);
         assert_eq!(
             csv.lines().next(),
-            Some("ours,peer,kind,figure,size,unit,ratio_median,ratio_min,ratio_max,runs")
+            Some("ours,peer,kind,figure,size,unit,ratio_median,ratio_min,ratio_max,runs,state_mismatched")
         );
         assert!(csv.contains("\nnative,gasnet-udp,latency,put latency,8,us,0.9,"));
+        assert!(csv
+            .lines()
+            .all(|l| l.ends_with(",0") || l.ends_with("state_mismatched")));
     }
 
     #[test]
@@ -194,8 +236,71 @@ mod tests {
             sample("native", 0, "put latency", 100.0),
             sample("gasnet-udp", 0, "put latency", 4.0),
         ];
-        let rows = paired_ratios(&samples);
+        let rows = paired_ratios(&samples, &JobStates::new());
         assert_eq!(rows.len(), 1);
         assert_eq!((rows[0].ratio.median, rows[0].ratio.n), (0.5, 1));
+    }
+
+    fn around(shm_before: f64, shm_after: f64) -> AroundJob {
+        let st = |shm| probe::MachineState {
+            shm_flag_us: Some(shm),
+            udp_rtt_us: Some(6.0),
+        };
+        AroundJob {
+            before: st(shm_before),
+            after: st(shm_after),
+        }
+    }
+
+    #[test]
+    fn a_repeat_that_ran_the_two_jobs_in_different_states_gives_no_ratio() {
+        // The case seen: rgasnet in the slow state (0.66 us) against GASNet in the fast one
+        // (0.25) in repeats 1 and 2, both in the fast state in repeat 0 and 3.
+        let samples = [
+            sample("pshm", 0, "AMShort ping-pong", 0.21),
+            sample("gasnet-smp", 0, "AMShort ping-pong", 0.25),
+            sample("pshm", 1, "AMShort ping-pong", 0.66),
+            sample("gasnet-smp", 1, "AMShort ping-pong", 0.24),
+            sample("pshm", 2, "AMShort ping-pong", 0.67),
+            sample("gasnet-smp", 2, "AMShort ping-pong", 0.26),
+            sample("pshm", 3, "AMShort ping-pong", 0.22),
+            sample("gasnet-smp", 3, "AMShort ping-pong", 0.26),
+        ];
+        let mut states = JobStates::new();
+        let key = |p: &str, run| (p.to_string(), "testam".to_string(), run);
+        for run in 0..4 {
+            states.insert(key("gasnet-smp", run), around(0.06, 0.065));
+        }
+        states.insert(key("pshm", 0), around(0.06, 0.06));
+        states.insert(key("pshm", 1), around(0.38, 0.40));
+        // Moved during the job: not the peer's state either.
+        states.insert(key("pshm", 2), around(0.06, 0.41));
+        // No record (a probe-less job): counts as in any state.
+        let rows = paired_ratios(&samples, &states);
+        assert_eq!(rows.len(), 1);
+        let r = &rows[0];
+        assert_eq!(
+            (r.ratio.n, r.state_mismatched, r.no_state_match),
+            (2, 2, false)
+        );
+        assert!((r.ratio.min - 0.21 / 0.25).abs() < 1e-9, "{:?}", r.ratio);
+        assert!((r.ratio.max - 0.22 / 0.26).abs() < 1e-9, "{:?}", r.ratio);
+        assert!(csv(&rows)
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.ends_with(",2,2")));
+
+        // No repeat in one state: every repeat counts, and the CSV says so.
+        let mut states = JobStates::new();
+        for run in 0..4 {
+            states.insert(key("gasnet-smp", run), around(0.06, 0.06));
+            states.insert(key("pshm", run), around(0.40, 0.40));
+        }
+        let rows = paired_ratios(&samples, &states);
+        assert_eq!((rows[0].ratio.n, rows[0].no_state_match), (4, true));
+        assert!(csv(&rows)
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.ends_with(",4,all")));
     }
 }
