@@ -226,111 +226,18 @@ fn stream_params(p: &RawParams) -> StreamParams {
     sp
 }
 
-/// Receives one datagram of `size` bytes, busy-polling until `timeout`.
-fn spin_recv(
-    ep: &UdpEndpoint,
-    buf: &mut [u8],
-    size: usize,
-    timeout: Duration,
-    what: &'static str,
-) -> Result<PhysId, RawError> {
-    // A spin as long as the deadline: never block in the kernel (see `spin_pingpong_client`).
-    let got = ep.recv_wait(buf, Some(Instant::now() + timeout), timeout)?;
-    match got {
-        Some((n, from)) if n == size => Ok(from),
-        Some((n, from)) => Err(RawError::Measure(BaselineError::Unexpected {
-            what,
-            detail: format!("{n} bytes from {from}, expected {size}"),
-        })),
-        None => Err(RawError::Measure(BaselineError::Timeout {
-            what,
-            after: timeout,
-        })),
-    }
-}
-
-/// Ping-pong client that busy-polls its socket instead of blocking after a short spin (as
-/// `rgasnet_portals::baseline` does): the AM benchmarks poll without ever sleeping, so the
-/// raw reference must not include the kernel's wake-up latency either — on a loaded machine
-/// that latency alone is tens of microseconds. Returns each timed round trip (the first
-/// `warmup` are not returned).
-fn spin_pingpong_client(
-    ep: &UdpEndpoint,
-    server: PhysId,
-    size: usize,
-    warmup: usize,
-    iters: usize,
-    timeout: Duration,
-) -> Result<Vec<Duration>, RawError> {
-    let mut out = vec![0xA5u8; size];
-    let mut buf = vec![0u8; 65_536];
-    let mut rtts = Vec::with_capacity(iters);
-    for i in 0..warmup + iters {
-        if let Some(stamp) = out.get_mut(..8) {
-            stamp.copy_from_slice(&(i as u64).to_le_bytes());
-        }
-        let t = Instant::now();
-        ep.send_to(&out, server)?;
-        let from = spin_recv(ep, &mut buf, size, timeout, "raw pingpong client")?;
-        let rtt = t.elapsed();
-        if from != server || buf.get(..size) != Some(&out[..]) {
-            return Err(RawError::Measure(BaselineError::Unexpected {
-                what: "raw pingpong client",
-                detail: format!("round {i}: the answer from {from} does not echo the ping"),
-            }));
-        }
-        if i >= warmup {
-            rtts.push(rtt);
-        }
-    }
-    Ok(rtts)
-}
-
-/// The echoing half of [`spin_pingpong_client`].
-fn spin_pingpong_server(
-    ep: &UdpEndpoint,
-    size: usize,
-    count: usize,
-    timeout: Duration,
-) -> Result<(), RawError> {
-    let mut buf = vec![0u8; 65_536];
-    for _ in 0..count {
-        let from = spin_recv(ep, &mut buf, size, timeout, "raw pingpong server")?;
-        ep.send_to(&buf[..size], from)?;
-    }
-    Ok(())
-}
-
-/// Median round trip of `iters` busy-polled ping-pongs of `size` bytes between two loopback
-/// sockets of this process, in two threads (after `iters / 10` uncounted warm-up rounds): the
-/// UDP probe of `compare`, which needs no job around it.
-pub fn spin_udp_pingpong_rtt(size: usize, iters: usize) -> Result<Duration, RawError> {
-    let timeout = Duration::from_secs(5);
-    let server = UdpEndpoint::bind(&UdpConfig::default())?;
-    let client = UdpEndpoint::bind(&UdpConfig::default())?;
-    let server_id = server.local_id();
-    let warmup = iters / 10;
-    let echo =
-        std::thread::spawn(move || spin_pingpong_server(&server, size, warmup + iters, timeout));
-    let rtts = spin_pingpong_client(&client, server_id, size, warmup, iters, timeout);
-    let echoed = echo
-        .join()
-        .map_err(|_| RawError::Measure(BaselineError::ThreadPanicked("raw pingpong server")))?;
-    // The client's failure first: the server's is then usually only its consequence.
-    let rtts = rtts?;
-    echoed?;
-    median_duration(&rtts).ok_or(RawError::Measure(BaselineError::InvalidArg {
-        name: "iters",
-        reason: "must be at least 1".into(),
-    }))
+/// How both halves of the raw ping-pongs wait: busy-polling, as the AM layer polls without
+/// sleeping, so the reference must not include the kernel's wake-up latency either.
+fn busy(p: &RawParams) -> baseline::Wait {
+    baseline::Wait::busy(p.timeout)
 }
 
 fn client_half(ep: &UdpEndpoint, server: PhysId, p: &RawParams) -> Result<RawFigures, RawError> {
     let mut figs = RawFigures::default();
     let warmup = p.iters / 10;
     for size in PINGPONG_SIZES {
-        let rtts = spin_pingpong_client(ep, server, size, warmup, p.iters, p.timeout)?;
-        if let Some(m) = median_duration(&rtts) {
+        let rtts = baseline::pingpong_client(ep, server, size, warmup + p.iters, busy(p))?;
+        if let Some(m) = median_duration(rtts.get(warmup..).unwrap_or_default()) {
             figs.udp_rtt.push((size, m));
         }
     }
@@ -342,7 +249,7 @@ fn client_half(ep: &UdpEndpoint, server: PhysId, p: &RawParams) -> Result<RawFig
 fn server_half(ep: &UdpEndpoint, p: &RawParams) -> Result<(), RawError> {
     let warmup = p.iters / 10;
     for size in PINGPONG_SIZES {
-        spin_pingpong_server(ep, size, warmup + p.iters, p.timeout)?;
+        baseline::pingpong_server(ep, size, warmup + p.iters, busy(p))?;
     }
     baseline::stream_receiver(ep, &stream_params(p))?;
     Ok(())

@@ -171,9 +171,12 @@ fn server(opts: &Opts) -> Result<()> {
             _ => bail!("bad command {cmd:?}: expected `<name> <count>`"),
         };
         match name {
-            "raw-pingpong" => {
-                baseline::pingpong_server(&s.ping, SMALL, n as usize, baseline::DEFAULT_TIMEOUT)?
-            }
+            "raw-pingpong" => baseline::pingpong_server(
+                &s.ping,
+                SMALL,
+                n as usize,
+                baseline::Wait::blocking(baseline::DEFAULT_TIMEOUT),
+            )?,
             "put-pingpong" => {
                 for _ in 0..n {
                     match s.ni.eq_wait(s.eq, Some(WAIT))? {
@@ -413,7 +416,7 @@ fn client(opts: Opts) -> Result<()> {
             raw_ping,
             SMALL,
             total as usize,
-            baseline::DEFAULT_TIMEOUT,
+            baseline::Wait::blocking(baseline::DEFAULT_TIMEOUT),
         )?
         .iter()
         .skip(warm as usize)

@@ -67,16 +67,45 @@ pub fn median(samples: &mut [Duration]) -> Option<Duration> {
     samples.get(samples.len() / 2).copied()
 }
 
+/// How a ping-pong half waits for each datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wait {
+    /// Longest wait for any one datagram before giving up.
+    pub timeout: Duration,
+    /// How long to busy-poll before blocking in the kernel.
+    pub spin: Duration,
+}
+
+impl Wait {
+    /// The engine's strategy: spin [`DEFAULT_SPIN`], then block; give up after `timeout`.
+    pub fn blocking(timeout: Duration) -> Self {
+        Self {
+            timeout,
+            spin: DEFAULT_SPIN,
+        }
+    }
+
+    /// Busy-poll for the whole `timeout`, never sleeping in the kernel: the reference for
+    /// layers that poll without sleeping (the AM benchmarks), since on a loaded machine the
+    /// kernel's wake-up latency alone is tens of microseconds.
+    pub fn busy(timeout: Duration) -> Self {
+        Self {
+            timeout,
+            spin: timeout,
+        }
+    }
+}
+
 fn recv_within(
     ep: &UdpEndpoint,
     buf: &mut [u8],
-    timeout: Duration,
+    wait: Wait,
     what: &'static str,
 ) -> Result<(usize, PhysId), BaselineError> {
-    ep.recv_wait(buf, Some(Instant::now() + timeout), DEFAULT_SPIN)?
+    ep.recv_wait(buf, Some(Instant::now() + wait.timeout), wait.spin)?
         .ok_or(BaselineError::Timeout {
             what,
-            after: timeout,
+            after: wait.timeout,
         })
 }
 
@@ -95,12 +124,12 @@ pub fn pingpong_server(
     ep: &UdpEndpoint,
     size: usize,
     iters: usize,
-    timeout: Duration,
+    wait: Wait,
 ) -> Result<(), BaselineError> {
     check_size(size, 0)?;
     let mut buf = vec![0u8; MAX_DATAGRAM];
     for _ in 0..iters {
-        let (n, from) = recv_within(ep, &mut buf, timeout, "pingpong server")?;
+        let (n, from) = recv_within(ep, &mut buf, wait, "pingpong server")?;
         if n != size {
             return Err(BaselineError::Unexpected {
                 what: "pingpong server",
@@ -120,7 +149,7 @@ pub fn pingpong_client(
     server: PhysId,
     size: usize,
     iters: usize,
-    timeout: Duration,
+    wait: Wait,
 ) -> Result<Vec<Duration>, BaselineError> {
     check_size(size, 0)?;
     let mut out = vec![0xA5u8; size];
@@ -132,7 +161,7 @@ pub fn pingpong_client(
         }
         let t = Instant::now();
         ep.send_to(&out, server)?;
-        let (n, from) = recv_within(ep, &mut buf, timeout, "pingpong client")?;
+        let (n, from) = recv_within(ep, &mut buf, wait, "pingpong client")?;
         let elapsed = t.elapsed();
         if from != server || buf.get(..n) != Some(&out[..]) {
             return Err(BaselineError::Unexpected {
@@ -146,16 +175,17 @@ pub fn pingpong_client(
 }
 
 /// Median round-trip time of `iters` ping-pongs of `size` bytes between two loopback
-/// endpoints in two threads (after `iters / 10` warm-up rounds that are not counted).
-pub fn udp_pingpong_rtt(size: usize, iters: usize) -> Result<Duration, BaselineError> {
+/// endpoints in two threads (after `iters / 10` warm-up rounds that are not counted), each
+/// half waiting as `wait` says.
+pub fn udp_pingpong_rtt(size: usize, iters: usize, wait: Wait) -> Result<Duration, BaselineError> {
     check_size(size, 0)?;
     let server = UdpEndpoint::bind(&UdpConfig::default())?;
     let client = UdpEndpoint::bind(&UdpConfig::default())?;
     let server_id = server.local_id();
     let warmup = iters / 10;
     let total = warmup + iters;
-    let handle = std::thread::spawn(move || pingpong_server(&server, size, total, DEFAULT_TIMEOUT));
-    let client_result = pingpong_client(&client, server_id, size, total, DEFAULT_TIMEOUT);
+    let handle = std::thread::spawn(move || pingpong_server(&server, size, total, wait));
+    let client_result = pingpong_client(&client, server_id, size, total, wait);
     let server_result = handle
         .join()
         .map_err(|_| BaselineError::ThreadPanicked("pingpong server"))?;
@@ -226,7 +256,7 @@ pub fn stream_receiver(ep: &UdpEndpoint, p: &StreamParams) -> Result<PhysId, Bas
     let mut got = 0usize;
     let mut msg = 0u32;
     while (msg as usize) < p.count {
-        let (n, from) = recv_within(ep, &mut buf, p.timeout, what)?;
+        let (n, from) = recv_within(ep, &mut buf, Wait::blocking(p.timeout), what)?;
         let unexpected = |detail: String| BaselineError::Unexpected { what, detail };
         if *sender.get_or_insert(from) != from {
             return Err(unexpected(format!("datagram from a second sender {from}")));
@@ -284,7 +314,7 @@ pub fn stream_sender(
             }
             next += 1;
         }
-        let (n, from) = recv_within(ep, &mut ack, p.timeout, what)?;
+        let (n, from) = recv_within(ep, &mut ack, Wait::blocking(p.timeout), what)?;
         let idx = ack
             .get(..4)
             .filter(|_| n == 4)
@@ -611,9 +641,10 @@ mod tests {
 
     #[test]
     fn pingpong_runs_and_checks_echo() {
-        let rtt = udp_pingpong_rtt(8, 200).unwrap();
+        let blocking = Wait::blocking(DEFAULT_TIMEOUT);
+        let rtt = udp_pingpong_rtt(8, 200, blocking).unwrap();
         assert!(rtt > Duration::ZERO);
-        let rtt = udp_pingpong_rtt(65_000, 20).unwrap();
+        let rtt = udp_pingpong_rtt(65_000, 20, blocking).unwrap();
         assert!(rtt > Duration::ZERO);
     }
 
@@ -635,7 +666,7 @@ mod tests {
     #[test]
     #[ignore = "measurement, not a test: run by hand in release mode"]
     fn compare_transport_with_raw_udp() {
-        let raw_rtt = udp_pingpong_rtt(8, 20_000).unwrap();
+        let raw_rtt = udp_pingpong_rtt(8, 20_000, Wait::blocking(DEFAULT_TIMEOUT)).unwrap();
         let tr_rtt = transport_pingpong_rtt(8, 20_000).unwrap();
         let raw_bw = udp_stream_bandwidth(1 << 20, 65_000, 200).unwrap();
         let tr_bw = transport_stream_bandwidth(1 << 20, 200).unwrap();
@@ -659,7 +690,7 @@ mod tests {
     #[test]
     fn bad_parameters_are_typed() {
         assert!(matches!(
-            udp_pingpong_rtt(70_000, 1),
+            udp_pingpong_rtt(70_000, 1, Wait::busy(DEFAULT_TIMEOUT)),
             Err(BaselineError::InvalidArg { name: "size", .. })
         ));
         assert!(matches!(
@@ -676,7 +707,13 @@ mod tests {
     fn client_times_out_without_server() {
         let lonely = UdpEndpoint::bind(&UdpConfig::default()).unwrap();
         let client = UdpEndpoint::bind(&UdpConfig::default()).unwrap();
-        let r = pingpong_client(&client, lonely.local_id(), 8, 1, Duration::from_millis(20));
+        let r = pingpong_client(
+            &client,
+            lonely.local_id(),
+            8,
+            1,
+            Wait::blocking(Duration::from_millis(20)),
+        );
         assert!(matches!(
             r,
             Err(BaselineError::Timeout {

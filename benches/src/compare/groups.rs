@@ -21,7 +21,14 @@ pub(super) struct Done {
     pub commands: Vec<String>,
 }
 
+/// The latest run of one job of a group: its figures and surroundings, or why it gave none.
+type JobRun = Result<(Vec<Sample>, AroundJob), String>;
+
 /// Runs every group of `plan` in order, writing each job's output to `logs`.
+///
+/// One probe stands between two jobs: the state after a job is the state before the next.
+/// When a group's jobs ran in different states, only those that did not run in the state the
+/// machine is in now run again (a long job that already ran in that state is not repeated).
 pub(super) fn run_all(
     plan: &[Vec<Planned>],
     args: &CompareArgs,
@@ -35,52 +42,70 @@ pub(super) fn run_all(
     };
     let total: usize = plan.iter().map(Vec::len).sum();
     let mut first_index = 0;
+    let mut now: Option<MachineState> = None;
     for group in plan {
+        let mut runs: Vec<Option<JobRun>> = group.iter().map(|_| None).collect();
+        let mut to_run: Vec<usize> = (0..group.len()).collect();
         let mut attempt = 0;
         loop {
-            let mut samples = Vec::new();
-            let mut states = Vec::new();
-            let mut skipped = Vec::new();
-            for (i, p) in group.iter().enumerate() {
-                let index = first_index + i + 1;
+            for &i in &to_run {
+                let (Some(p), Some(slot)) = (group.get(i), runs.get_mut(i)) else {
+                    continue;
+                };
                 let again = if attempt > 0 { ", again" } else { "" };
                 eprint!(
-                    "[{index}/{total}] {} on {} (run {} of {}{again}) ... ",
+                    "[{}/{total}] {} on {} (run {} of {}{again}) ... ",
+                    first_index + i + 1,
                     p.bench,
                     p.path,
                     p.run + 1,
                     args.repeats
                 );
-                let before = MachineState::measure();
-                let outcome = run_one(p, args, logs, before);
-                match outcome {
-                    Ok((figures, after)) => {
-                        samples.extend(figures);
-                        states.push((p, AroundJob { before, after }));
-                    }
-                    Err(why) => skipped.push(why),
-                }
+                let before = now.take().unwrap_or_else(MachineState::measure);
+                let (after, figures) = run_one(p, args, logs, before);
+                now = after;
+                let around = AroundJob {
+                    before,
+                    after: after.unwrap_or_default(),
+                };
+                *slot = Some(figures.map(|f| (f, around)));
             }
-            let spread = probe::spread(states.iter().flat_map(|(_, a)| [&a.before, &a.after]));
+            let arounds = || runs.iter().flatten().flatten().map(|(_, a)| a);
+            let spread = probe::spread(arounds().flat_map(|a| [&a.before, &a.after]));
+            let state = now.unwrap_or_else(MachineState::measure);
+            now = Some(state);
+            let jobs: Vec<Option<&AroundJob>> = runs
+                .iter()
+                .map(|r| r.as_ref().and_then(|r| r.as_ref().ok()).map(|(_, a)| a))
+                .collect();
+            let again = probe::to_run_again(&jobs, &state);
             if spread <= probe::STATE_TOLERANCE || attempt >= args.state_retries {
                 if spread > probe::STATE_TOLERANCE {
                     eprintln!(
                         "  the machine changed state during this group in every try ({spread:.2} x between probes): its pairs in different states give no ratio"
                     );
                 }
-                done.samples.extend(samples);
-                done.skipped.extend(skipped);
-                for (p, around) in states {
-                    done.states
-                        .insert((p.path.clone(), p.bench.clone(), p.run), around);
+                for (p, run) in group.iter().zip(runs) {
+                    match run {
+                        Some(Ok((samples, around))) => {
+                            done.samples.extend(samples);
+                            done.states
+                                .insert((p.path.clone(), p.bench.clone(), p.run), around);
+                        }
+                        Some(Err(why)) => done.skipped.push(why),
+                        None => {}
+                    }
                 }
                 break;
             }
             attempt += 1;
             eprintln!(
-                "  the machine changed state during this group ({spread:.2} x between probes): running it again ({attempt} of {})",
+                "  the machine changed state during this group ({spread:.2} x between probes): running the {} of its {} jobs that ran in another state than the present one again ({attempt} of {})",
+                again.len(),
+                group.len(),
                 args.state_retries
             );
+            to_run = again;
         }
         for p in group.iter().filter(|p| p.run == 0) {
             done.commands.push(p.job.display());
@@ -90,21 +115,40 @@ pub(super) fn run_all(
     Ok(done)
 }
 
-/// Runs one job and reads its figures; measures the machine's state after it. `Err`: why the
-/// job gave no figures (reported as skipped).
+/// Runs one job and reads its figures; measures the machine's state after it (`None` when the
+/// job could not be started). `Err`: why the job gave no figures (reported as skipped).
 fn run_one(
     p: &Planned,
     args: &CompareArgs,
     logs: &Path,
     before: MachineState,
-) -> Result<(Vec<Sample>, MachineState), String> {
+) -> (Option<MachineState>, Result<Vec<Sample>, String>) {
     let log = logs.join(format!("{}-{}-{}.txt", p.path, p.bench, p.run + 1));
     let label = format!("{} on {} run {}", p.bench, p.path, p.run + 1);
-    let out = runner::run(&p.job).map_err(|e| {
-        eprintln!("failed: {e}");
-        format!("{label}: {e}")
-    })?;
+    let out = match runner::run(&p.job) {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("failed: {e}");
+            return (None, Err(format!("{label}: {e}")));
+        }
+    };
     let after = MachineState::measure();
+    (
+        Some(after),
+        read_figures(p, args, &log, &label, before, after, out),
+    )
+}
+
+/// Writes a finished job's log and reads its figures.
+fn read_figures(
+    p: &Planned,
+    args: &CompareArgs,
+    log: &Path,
+    label: &str,
+    before: MachineState,
+    after: MachineState,
+    out: runner::JobOutput,
+) -> Result<Vec<Sample>, String> {
     let text = format!(
         "$ {}\n--- machine before: {}; after: {}\n--- stdout\n{}--- stderr\n{}--- exit {:?}{} after {:.1} s\n",
         p.job.display(),
@@ -120,7 +164,7 @@ fn run_one(
         },
         out.elapsed.as_secs_f64()
     );
-    write(&log, text.as_bytes()).map_err(|e| format!("{label}: {e}"))?;
+    write(log, text.as_bytes()).map_err(|e| format!("{label}: {e}"))?;
     if !out.success() {
         let why = if out.timed_out {
             format!("did not finish within {}s", args.timeout_secs)
@@ -155,5 +199,5 @@ fn run_one(
             }
         })
         .collect();
-    Ok((samples, after))
+    Ok(samples)
 }

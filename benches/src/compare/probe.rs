@@ -13,6 +13,8 @@
 
 use std::time::Duration;
 
+use rgasnet_portals::baseline;
+
 /// Largest `max / min` of a probe figure over the jobs of one comparison for them to count as
 /// run in the same state. The states seen differ by 5-6 × (shared memory); within a state
 /// the UDP round trip moves by up to a third between jobs.
@@ -53,9 +55,13 @@ impl MachineState {
             shm_flag_us: rgasnet_pshm::baseline::shm_flag_pingpong(SHM_ROUND_TRIPS, SHM_RUNS)
                 .ok()
                 .map(us),
-            udp_rtt_us: crate::raw::spin_udp_pingpong_rtt(8, UDP_ROUND_TRIPS)
-                .ok()
-                .map(us),
+            udp_rtt_us: baseline::udp_pingpong_rtt(
+                8,
+                UDP_ROUND_TRIPS,
+                baseline::Wait::busy(baseline::DEFAULT_TIMEOUT),
+            )
+            .ok()
+            .map(us),
         }
     }
 
@@ -91,6 +97,29 @@ pub fn spread<'a>(states: impl IntoIterator<Item = &'a MachineState>) -> f64 {
 /// Whether jobs with these surroundings ran in one state (see [`STATE_TOLERANCE`]).
 pub fn same_state<'a>(jobs: impl IntoIterator<Item = &'a AroundJob>) -> bool {
     spread(jobs.into_iter().flat_map(|j| [&j.before, &j.after])) <= STATE_TOLERANCE
+}
+
+/// Whether a job with these surroundings ran in `state` (see [`STATE_TOLERANCE`]).
+pub fn ran_in(job: &AroundJob, state: &MachineState) -> bool {
+    spread([&job.before, &job.after, state]) <= STATE_TOLERANCE
+}
+
+/// Which jobs of a group that ran in different states to run again, by index: those that
+/// did not run in `present`, the state the machine is in now; all of them when every job did
+/// (the present state lies between the others). `None` stands for a job that gave no
+/// figures, run again only with all the others.
+pub fn to_run_again(jobs: &[Option<&AroundJob>], present: &MachineState) -> Vec<usize> {
+    let strays: Vec<usize> = jobs
+        .iter()
+        .enumerate()
+        .filter(|(_, j)| j.is_some_and(|j| !ran_in(j, present)))
+        .map(|(i, _)| i)
+        .collect();
+    if strays.is_empty() {
+        (0..jobs.len()).collect()
+    } else {
+        strays
+    }
 }
 
 #[cfg(test)]
@@ -134,6 +163,24 @@ mod tests {
         assert!(same_state([&calm, &calm]));
         assert!(!same_state([&calm, &moved]));
         assert!(!same_state([&moved]));
+        assert!(ran_in(&calm, &st(0.07, 6.5)));
+        assert!(!ran_in(&calm, &st(0.40, 6.5)));
+        assert!(!ran_in(&moved, &st(0.06, 6.0)));
+    }
+
+    #[test]
+    fn a_group_runs_again_only_what_ran_in_another_state_than_the_present() {
+        let job = |shm| AroundJob {
+            before: st(shm, 6.0),
+            after: st(shm, 6.0),
+        };
+        let (fast, slow) = (job(0.06), job(0.40));
+        let group = [Some(&fast), Some(&slow), None, Some(&fast)];
+        assert_eq!(to_run_again(&group, &st(0.065, 6.2)), vec![1]);
+        assert_eq!(to_run_again(&group, &st(0.41, 6.2)), vec![0, 3]);
+        // A present state between the two: nothing ran in another one, so all run again.
+        let between = [Some(&job(0.10)), Some(&job(0.14)), None];
+        assert_eq!(to_run_again(&between, &st(0.12, 6.0)), vec![0, 1, 2]);
     }
 
     #[test]
