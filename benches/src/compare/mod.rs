@@ -127,13 +127,10 @@ pub struct CompareArgs {
     pub repeats: u64,
     /// Iterations per measurement, passed to every benchmark (and to GASNet's; the barrier
     /// and AM benchmarks run `BARRIER_ITERS_SCALE` and `AM_ITERS_SCALE` times as many, see
-    /// [`bench_iters`]). 3000: at 500
-    /// an 8-byte latency or a barrier was measured over 1-2 ms, which one preemption on a
-    /// shared VM moves by tens of percent (two compare runs then disagreed by 10-15 % on the
-    /// 8-byte get and the barrier); at 3000, with the barriers at ten times that, two runs
-    /// agreed within 10 % on every headline in each check since (`scripts/compare-agreement.sh`,
-    /// benches/README.md), at 5-6 minutes a run of the native and pshm paths against GASNet's
-    /// udp and smp conduits.
+    /// [`bench_iters`]). 3000: at 500 an 8-byte latency or a barrier was measured over 1-2
+    /// ms, which one preemption on a shared VM moves by tens of percent (two compare runs then
+    /// disagreed by 10-15 % on the 8-byte get and the barrier); the history of the agreement
+    /// checks (`scripts/compare-agreement.sh`) is in benches/README.md.
     #[arg(short = 'i', long, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(1..))]
     pub iters: u64,
     /// Largest message size of the sweeps (K/M/G suffixes).
@@ -158,9 +155,10 @@ pub struct CompareArgs {
     /// Skip the plots.
     #[arg(long)]
     pub no_plots: bool,
-    /// Times a benchmark's group of one repeat (every path and peer back to back) runs again
-    /// when the probes around its jobs place them in different machine states (see
-    /// `rgasnet_bench::compare::probe`); its last run counts either way.
+    /// Times the jobs of a benchmark's group of one repeat (every path and peer back to back)
+    /// run again when the probes around them place them in different machine states: those
+    /// that did not run in the machine's present state (see `rgasnet_bench::compare::probe`).
+    /// A job's last run counts either way.
     #[arg(long, default_value_t = 2)]
     pub state_retries: u32,
 }
