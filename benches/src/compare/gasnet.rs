@@ -67,6 +67,16 @@ impl PeerProgram {
         format!("gasnet-{}", self.conduit)
     }
 
+    /// What its two ranks talk over as compare runs it: smp through shared memory, the others
+    /// (udp, ibv, and rgasnet with `GASNET_SUPERNODE_MAXSIZE=1`) over the network.
+    pub fn medium(&self) -> super::pairs::Medium {
+        if self.conduit == "smp" {
+            super::pairs::Medium::SharedMemory
+        } else {
+            super::pairs::Medium::Network
+        }
+    }
+
     /// How GASNet launches this conduit with `ranks` processes on this host: (the program to
     /// start, its arguments before the benchmark's own, environment). udp spawns itself
     /// locally (`GASNET_SPAWNFN=L`, node count as first argument) with shared memory off so

@@ -1,11 +1,12 @@
 //! Running the plan: one group at a time (a benchmark on every path and peer in one repeat),
-//! each job between two machine-state probes, and a group again when its probes show the
-//! machine changed state during it (see [`super::probe`]).
+//! a machine-state probe between two jobs (see [`super::probe`]), and the jobs of a pair that
+//! ran in two states again (see [`super::pairs`]).
 
 use std::path::Path;
 
 use super::paired::{self, JobStates};
-use super::probe::{self, AroundJob, MachineState};
+use super::pairs;
+use super::probe::{AroundJob, MachineState};
 use super::{gasnet, runner, write, CompareArgs, CompareError, Planned, Sample};
 use crate::parse::parse_output;
 
@@ -27,8 +28,9 @@ type JobRun = Result<(Vec<Sample>, AroundJob), String>;
 /// Runs every group of `plan` in order, writing each job's output to `logs`.
 ///
 /// One probe stands between two jobs: the state after a job is the state before the next.
-/// When a group's jobs ran in different states, only those that did not run in the state the
-/// machine is in now run again (a long job that already ran in that state is not repeated).
+/// When a pair of a group's jobs (rgasnet's path and a peer on the same medium) ran in two
+/// states, its job that did not run in the state the machine is in now runs again; the other
+/// jobs of the group are not repeated.
 pub(super) fn run_all(
     plan: &[Vec<Planned>],
     args: &CompareArgs,
@@ -44,6 +46,8 @@ pub(super) fn run_all(
     let mut first_index = 0;
     let mut now: Option<MachineState> = None;
     for group in plan {
+        let roles: Vec<pairs::Role> = group.iter().map(|p| p.role).collect();
+        let pairs = pairs::pairs(&roles);
         let mut runs: Vec<Option<JobRun>> = group.iter().map(|_| None).collect();
         let mut to_run: Vec<usize> = (0..group.len()).collect();
         let mut attempt = 0;
@@ -70,19 +74,17 @@ pub(super) fn run_all(
                 };
                 *slot = Some(figures.map(|f| (f, around)));
             }
-            let arounds = || runs.iter().flatten().flatten().map(|(_, a)| a);
-            let spread = probe::spread(arounds().flat_map(|a| [&a.before, &a.after]));
             let state = now.unwrap_or_else(MachineState::measure);
             now = Some(state);
             let jobs: Vec<Option<&AroundJob>> = runs
                 .iter()
                 .map(|r| r.as_ref().and_then(|r| r.as_ref().ok()).map(|(_, a)| a))
                 .collect();
-            let again = probe::to_run_again(&jobs, &state);
-            if spread <= probe::STATE_TOLERANCE || attempt >= args.state_retries {
-                if spread > probe::STATE_TOLERANCE {
+            let again = pairs::to_run_again(&pairs, &jobs, &state);
+            if again.is_empty() || attempt >= args.state_retries {
+                if !again.is_empty() {
                     eprintln!(
-                        "  the machine changed state during this group in every try ({spread:.2} x between probes): its pairs in different states give no ratio"
+                        "  a pair of this group ran in two machine states in every try: it gives no ratio in this repeat"
                     );
                 }
                 for (p, run) in group.iter().zip(runs) {
@@ -99,10 +101,13 @@ pub(super) fn run_all(
                 break;
             }
             attempt += 1;
+            let names: Vec<&str> = again
+                .iter()
+                .filter_map(|&i| group.get(i).map(|p| p.path.as_str()))
+                .collect();
             eprintln!(
-                "  the machine changed state during this group ({spread:.2} x between probes): running the {} of its {} jobs that ran in another state than the present one again ({attempt} of {})",
-                again.len(),
-                group.len(),
+                "  a pair ran in two machine states: running {} again, in the present state ({attempt} of {})",
+                names.join(", "),
                 args.state_retries
             );
             to_run = again;

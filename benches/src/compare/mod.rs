@@ -13,6 +13,7 @@
 pub mod gasnet;
 mod groups;
 pub mod paired;
+pub mod pairs;
 pub mod plot;
 pub mod probe;
 pub mod runner;
@@ -51,6 +52,15 @@ impl PathKind {
             PathKind::Loopback => "loopback",
             PathKind::Pshm => "pshm",
             PathKind::Ref => "ref",
+        }
+    }
+
+    /// What its two ranks talk over (for pairing with GASNet's conduits).
+    pub fn medium(self) -> pairs::Medium {
+        match self {
+            PathKind::Native | PathKind::Ref => pairs::Medium::Network,
+            PathKind::Pshm => pairs::Medium::SharedMemory,
+            PathKind::Loopback => pairs::Medium::OneRank,
         }
     }
 
@@ -155,10 +165,10 @@ pub struct CompareArgs {
     /// Skip the plots.
     #[arg(long)]
     pub no_plots: bool,
-    /// Times the jobs of a benchmark's group of one repeat (every path and peer back to back)
-    /// run again when the probes around them place them in different machine states: those
-    /// that did not run in the machine's present state (see `rgasnet_bench::compare::probe`).
-    /// A job's last run counts either way.
+    /// Times a pair of jobs of one repeat (rgasnet's path and a GASNet peer on the same
+    /// medium) runs again when the probes around it place its two jobs in different machine
+    /// states: the job that did not run in the machine's present state (see
+    /// `rgasnet_bench::compare::pairs`). A job's last run counts either way.
     #[arg(long, default_value_t = 2)]
     pub state_retries: u32,
 }
@@ -211,6 +221,8 @@ struct Planned {
     path: String,
     bench: String,
     run: usize,
+    /// Which jobs of its group it is compared with.
+    role: pairs::Role,
 }
 
 fn write(path: &Path, text: &[u8]) -> Result<(), CompareError> {
@@ -270,9 +282,9 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome, CompareError> {
     let mut plan = Vec::new();
     // Repetitions outermost, so that a change in the machine's load over the session spreads
     // over every path instead of biasing one; within a repeat, each benchmark runs on every
-    // path and peer back to back, in an order that rotates from one repeat to the next, so
-    // that the figures compared were measured minutes apart at most and no path always
-    // comes first.
+    // path and peer back to back, each of rgasnet's paths next to the peers it is compared
+    // with, in an order that rotates from one repeat to the next (`pairs::arrangement`), so
+    // that the figures compared were measured seconds apart and no path always comes first.
     for run in 0..args.repeats as usize {
         for (bench, exe) in &benches {
             let mut group = Vec::new();
@@ -291,6 +303,10 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome, CompareError> {
                     path: path.name().into(),
                     bench: bench.clone(),
                     run,
+                    role: pairs::Role {
+                        medium: path.medium(),
+                        peer: false,
+                    },
                 });
             }
             for p in peers.iter().filter(|p| &p.bench == bench) {
@@ -310,12 +326,20 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome, CompareError> {
                     path: p.path_name(),
                     bench: p.bench.clone(),
                     run,
+                    role: pairs::Role {
+                        medium: p.medium(),
+                        peer: true,
+                    },
                 });
             }
             if !group.is_empty() {
-                let k = run % group.len();
-                group.rotate_left(k);
-                plan.push(group);
+                let roles: Vec<pairs::Role> = group.iter().map(|p| p.role).collect();
+                let mut slots: Vec<Option<Planned>> = group.into_iter().map(Some).collect();
+                let arranged = pairs::arrangement(&roles, run)
+                    .into_iter()
+                    .filter_map(|i| slots.get_mut(i).and_then(Option::take))
+                    .collect();
+                plan.push(arranged);
             }
         }
     }

@@ -104,24 +104,6 @@ pub fn ran_in(job: &AroundJob, state: &MachineState) -> bool {
     spread([&job.before, &job.after, state]) <= STATE_TOLERANCE
 }
 
-/// Which jobs of a group that ran in different states to run again, by index: those that
-/// did not run in `present`, the state the machine is in now; all of them when every job did
-/// (the present state lies between the others). `None` stands for a job that gave no
-/// figures, run again only with all the others.
-pub fn to_run_again(jobs: &[Option<&AroundJob>], present: &MachineState) -> Vec<usize> {
-    let strays: Vec<usize> = jobs
-        .iter()
-        .enumerate()
-        .filter(|(_, j)| j.is_some_and(|j| !ran_in(j, present)))
-        .map(|(i, _)| i)
-        .collect();
-    if strays.is_empty() {
-        (0..jobs.len()).collect()
-    } else {
-        strays
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,21 +148,6 @@ mod tests {
         assert!(ran_in(&calm, &st(0.07, 6.5)));
         assert!(!ran_in(&calm, &st(0.40, 6.5)));
         assert!(!ran_in(&moved, &st(0.06, 6.0)));
-    }
-
-    #[test]
-    fn a_group_runs_again_only_what_ran_in_another_state_than_the_present() {
-        let job = |shm| AroundJob {
-            before: st(shm, 6.0),
-            after: st(shm, 6.0),
-        };
-        let (fast, slow) = (job(0.06), job(0.40));
-        let group = [Some(&fast), Some(&slow), None, Some(&fast)];
-        assert_eq!(to_run_again(&group, &st(0.065, 6.2)), vec![1]);
-        assert_eq!(to_run_again(&group, &st(0.41, 6.2)), vec![0, 3]);
-        // A present state between the two: nothing ran in another one, so all run again.
-        let between = [Some(&job(0.10)), Some(&job(0.14)), None];
-        assert_eq!(to_run_again(&between, &st(0.12, 6.0)), vec![0, 1, 2]);
     }
 
     #[test]
