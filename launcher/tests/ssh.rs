@@ -64,12 +64,43 @@ fn start_sshd(test: &str) -> Option<Sshd> {
     keygen(&dir.join("host_key"));
     keygen(&dir.join("client_key"));
     std::fs::copy(dir.join("client_key.pub"), dir.join("authorized_keys")).unwrap();
-    // A free port: bind, read it, release; sshd binds it right after.
-    let port = TcpListener::bind("127.0.0.1:0")
+    // Another test's sshd, or a client's source port, may take the port between the check
+    // and sshd's bind: sshd then exits, and a new port is tried.
+    for attempt in 0..8 {
+        let port = free_port_below_ephemeral(test, attempt);
+        if let Some(child) = spawn_sshd(&dir, port) {
+            return Some(Sshd { dir, port, child });
+        }
+    }
+    panic!(
+        "sshd found no free port in 8 tries: {}",
+        std::fs::read_to_string(dir.join("sshd.log")).unwrap_or_default()
+    );
+}
+
+/// A port that is free now, below the kernel's ephemeral range (32768 and up by default),
+/// so that no outgoing connection of a parallel test is handed it meanwhile. Which one is
+/// spread by the process, the test and the attempt, so that parallel tests rarely collide.
+fn free_port_below_ephemeral(test: &str, attempt: u32) -> u16 {
+    let seed = test.bytes().fold(
+        u64::from(std::process::id()) ^ u64::from(attempt).wrapping_mul(0x9e37_79b9),
+        |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)),
+    );
+    (0..2000u64)
+        .map(|i| 20_000 + ((seed.wrapping_add(i * 7919)) % 12_000) as u16)
+        .find(|&p| TcpListener::bind(("127.0.0.1", p)).is_ok())
         .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+}
+
+/// Starts sshd on `port` and waits until its log says it listens there; None when it could
+/// not bind the port (taken since it was checked). Panics, sshd killed, on any other failure.
+///
+/// Readiness is read from sshd's own log, not from a successful connect: a connect to a
+/// port that nothing listens on can succeed by itself (the kernel picks the same port as the
+/// source, a TCP self-connect) or reach another test's sshd.
+fn spawn_sshd(dir: &Path, port: u16) -> Option<std::process::Child> {
+    let log = dir.join("sshd.log");
+    let _ = std::fs::remove_file(&log);
     let config = format!(
         "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n\
          AuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin yes\nStrictModes no\nUsePAM no\n\
@@ -77,25 +108,36 @@ fn start_sshd(test: &str) -> Option<Sshd> {
         d = dir.display()
     );
     std::fs::write(dir.join("sshd_config"), config).unwrap();
-    let child = Command::new(SSHD)
+    let mut child = Command::new(SSHD)
         .args(["-D", "-f"])
         .arg(dir.join("sshd_config"))
         .arg("-E")
-        .arg(dir.join("sshd.log"))
+        .arg(&log)
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    let sshd = Sshd { dir, port, child };
+    let listening = format!("Server listening on 127.0.0.1 port {port}.");
     let t0 = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "sshd did not start: {}",
-            std::fs::read_to_string(sshd.dir.join("sshd.log")).unwrap_or_default()
-        );
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains(&listening) {
+            return Some(child);
+        }
+        if child.try_wait().unwrap().is_some() {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            assert!(
+                text.contains("Address already in use"),
+                "sshd exited at start: {text}"
+            );
+            return None;
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("sshd did not start listening in 10 s: {text}");
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
-    Some(sshd)
 }
 
 impl Sshd {
