@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::paired::{self, JobStates};
+use super::paired::JobStates;
 use super::pairs;
 use super::probe::{AroundJob, MachineState};
 use super::{gasnet, runner, write, CompareArgs, CompareError, Planned, Sample};
@@ -189,7 +189,7 @@ fn read_figures(
         out.elapsed.as_secs_f64(),
         after.describe()
     );
-    let peer = paired::is_peer(&p.path);
+    let peer = p.role.peer;
     let samples = records
         .into_iter()
         .map(|mut record| {

@@ -355,7 +355,12 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome, CompareError> {
     let commands = done.commands;
     let samples = done.samples;
     let states = done.states;
-    finish(args, samples, &states, skipped, &commands)
+    let roles: pairs::Roles = plan
+        .iter()
+        .flatten()
+        .map(|p| (p.path.clone(), p.role))
+        .collect();
+    finish(args, samples, &states, &roles, skipped, &commands)
 }
 
 /// Aggregates, writes the files and builds the Markdown report.
@@ -363,6 +368,7 @@ fn finish(
     args: &CompareArgs,
     samples: Vec<Sample>,
     states: &paired::JobStates,
+    roles: &pairs::Roles,
     mut skipped: Vec<String>,
     commands: &[String],
 ) -> Result<Outcome, CompareError> {
@@ -381,7 +387,7 @@ fn finish(
     }
     let machine = machine_description();
     let date = utc_date(SystemTime::now());
-    let table = summary::markdown_table(&rows);
+    let table = summary::markdown_table(&rows, roles);
     let mut md = format!(
         "# rgasnet benchmark comparison\n\nDate (UTC): {date}  \nMachine: {machine}  \n\
          Runs: {} per benchmark and path; figures are medians with min–max over the runs.\n\n\
@@ -413,7 +419,7 @@ fn finish(
     let paired_path = args.out.join("peer_ratios.csv");
     write(
         &paired_path,
-        paired::csv(&paired::paired_ratios(&samples, states)).as_bytes(),
+        paired::csv(&paired::paired_ratios(&samples, states, roles)).as_bytes(),
     )?;
     let json_path = args.out.join("results.json");
     let meta = [

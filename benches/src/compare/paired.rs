@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use super::pairs::{self, Roles};
 use super::probe::{self, AroundJob};
 use super::summary::Sample;
 use crate::record::{Kind, Unit};
@@ -44,19 +45,13 @@ pub struct PairedRatio {
 /// The machine's state around each job, by (path, benchmark, repeat); see [`super::probe`].
 pub type JobStates = BTreeMap<(String, String, usize), AroundJob>;
 
-/// Whether `path` is one of GASNet's (a peer) rather than one of rgasnet's.
-pub(crate) fn is_peer(path: &str) -> bool {
-    path.starts_with("gasnet-")
-}
-
-/// For every figure that one of rgasnet's paths and a peer both printed in the same repeats
-/// (every pair of path and peer: the caller picks the pairs that mean something),
-/// the spread of `ours / peer` over those repeats. A figure printed twice in one run counts
+/// For every figure that one of rgasnet's paths and a peer on its medium (by their `roles`,
+/// see [`pairs::Role::pairs_with`]) both printed in the same repeats, the spread of `ours / peer` over those repeats. A figure printed twice in one run counts
 /// once (its first line); a peer figure of 0 gives no ratio. A repeat in which `states` puts
 /// the two jobs in different machine states is left out while another repeat has both in one
 /// (a job without a recorded state counts as in any). In the order the figures first appear,
 /// rgasnet's path first, then the peer.
-pub fn paired_ratios(samples: &[Sample], states: &JobStates) -> Vec<PairedRatio> {
+pub fn paired_ratios(samples: &[Sample], states: &JobStates, roles: &Roles) -> Vec<PairedRatio> {
     // (path, figure key) -> run -> first sample of that run.
     let mut by: BTreeMap<(&str, String), BTreeMap<usize, &Sample>> = BTreeMap::new();
     let mut order: Vec<(&str, String)> = Vec::new();
@@ -71,16 +66,16 @@ pub fn paired_ratios(samples: &[Sample], states: &JobStates) -> Vec<PairedRatio>
     let mut peers: Vec<&str> = order
         .iter()
         .map(|(p, _)| *p)
-        .filter(|p| is_peer(p))
+        .filter(|p| roles.get(*p).is_some_and(|r| r.peer))
         .collect();
     peers.sort_unstable();
     peers.dedup();
     let mut out = Vec::new();
-    for (ours, key) in order.iter().filter(|(p, _)| !is_peer(p)) {
+    for (ours, key) in order.iter() {
         let Some(our_runs) = by.get(&(*ours, key.clone())) else {
             continue;
         };
-        for peer in &peers {
+        for peer in peers.iter().filter(|p| pairs::paired_paths(roles, ours, p)) {
             let Some(peer_runs) = by.get(&(*peer, key.clone())) else {
                 continue;
             };
@@ -156,6 +151,7 @@ pub fn csv(rows: &[PairedRatio]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compare::pairs::test_roles;
     use crate::record::Record;
 
     fn sample(path: &str, run: usize, figure: &str, value: f64) -> Sample {
@@ -198,7 +194,7 @@ mod tests {
             sample("pshm", 0, "AMShort ping-pong", 0.002),
             sample("gasnet-smp", 0, "AMShort ping-pong", 0.0),
         ];
-        let rows = paired_ratios(&samples, &JobStates::new());
+        let rows = paired_ratios(&samples, &JobStates::new(), &test_roles());
         let got: Vec<(&str, &str, &str, f64, usize)> = rows
             .iter()
             .map(|r| {
@@ -230,13 +226,35 @@ mod tests {
     }
 
     #[test]
+    fn only_a_path_and_a_peer_on_one_medium_are_paired() {
+        let samples = [
+            sample("native", 0, "put latency", 4.0),
+            sample("pshm", 0, "put latency", 0.2),
+            sample("loopback", 0, "put latency", 0.1),
+            sample("gasnet-udp", 0, "put latency", 5.0),
+            sample("gasnet-smp", 0, "put latency", 0.25),
+            // A path no role names: paired with nothing.
+            sample("mystery", 0, "put latency", 1.0),
+        ];
+        let rows = paired_ratios(&samples, &JobStates::new(), &test_roles());
+        let got: Vec<(&str, &str, f64)> = rows
+            .iter()
+            .map(|r| (r.ours.as_str(), r.peer.as_str(), r.ratio.median))
+            .collect();
+        assert_eq!(
+            got,
+            vec![("native", "gasnet-udp", 0.8), ("pshm", "gasnet-smp", 0.8)]
+        );
+    }
+
+    #[test]
     fn a_figure_printed_twice_in_a_run_counts_once() {
         let samples = [
             sample("native", 0, "put latency", 2.0),
             sample("native", 0, "put latency", 100.0),
             sample("gasnet-udp", 0, "put latency", 4.0),
         ];
-        let rows = paired_ratios(&samples, &JobStates::new());
+        let rows = paired_ratios(&samples, &JobStates::new(), &test_roles());
         assert_eq!(rows.len(), 1);
         assert_eq!((rows[0].ratio.median, rows[0].ratio.n), (0.5, 1));
     }
@@ -276,7 +294,7 @@ mod tests {
         // Moved during the job: not the peer's state either.
         states.insert(key("pshm", 2), around(0.06, 0.41));
         // No record (a probe-less job): counts as in any state.
-        let rows = paired_ratios(&samples, &states);
+        let rows = paired_ratios(&samples, &states, &test_roles());
         assert_eq!(rows.len(), 1);
         let r = &rows[0];
         assert_eq!(
@@ -296,7 +314,7 @@ mod tests {
             states.insert(key("gasnet-smp", run), around(0.06, 0.06));
             states.insert(key("pshm", run), around(0.40, 0.40));
         }
-        let rows = paired_ratios(&samples, &states);
+        let rows = paired_ratios(&samples, &states, &test_roles());
         assert_eq!((rows[0].ratio.n, rows[0].no_state_match), (4, true));
         assert!(csv(&rows)
             .lines()

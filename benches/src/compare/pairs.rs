@@ -10,6 +10,8 @@
 //! back to back mostly does: so each medium's jobs run as one block, rgasnet's path between
 //! its peers, and only a pair that still ran in two states runs again.
 
+use std::collections::BTreeMap;
+
 use super::probe::{self, AroundJob, MachineState};
 
 /// What a job's figures travel over, for pairing.
@@ -30,6 +32,41 @@ pub struct Role {
     pub medium: Medium,
     /// One of GASNet's programs (a peer) rather than one of rgasnet's.
     pub peer: bool,
+}
+
+impl Role {
+    /// Whether this job's figures are compared with those of `peer`: this is one of
+    /// rgasnet's paths, `peer` one of GASNet's, and both on one medium.
+    pub fn pairs_with(&self, peer: &Role) -> bool {
+        !self.peer && peer.peer && self.medium == peer.medium
+    }
+}
+
+/// The role of each path and peer by its name (`native`, `gasnet-udp`, ...): how figures are
+/// paired once the jobs have run.
+pub type Roles = BTreeMap<String, Role>;
+
+/// Whether figures of path `ours` are compared with those of path `peer`, by their `roles`
+/// (a name without a role pairs with nothing).
+pub fn paired_paths(roles: &Roles, ours: &str, peer: &str) -> bool {
+    matches!((roles.get(ours), roles.get(peer)), (Some(a), Some(b)) if a.pairs_with(b))
+}
+
+/// compare's paths and peers by name, for tests: rgasnet's native and pshm paths, a one-rank
+/// loopback, GASNet's udp and smp conduits.
+#[cfg(test)]
+pub(crate) fn test_roles() -> Roles {
+    let role = |medium, peer| Role { medium, peer };
+    [
+        ("native", role(Medium::Network, false)),
+        ("pshm", role(Medium::SharedMemory, false)),
+        ("loopback", role(Medium::OneRank, false)),
+        ("gasnet-udp", role(Medium::Network, true)),
+        ("gasnet-smp", role(Medium::SharedMemory, true)),
+    ]
+    .into_iter()
+    .map(|(name, r)| (name.to_string(), r))
+    .collect()
 }
 
 /// The order in which to run a group whose jobs have these `roles` in repeat `run`, as
@@ -77,7 +114,7 @@ pub fn pairs(roles: &[Role]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     for (i, ours) in roles.iter().enumerate() {
         for (j, peer) in roles.iter().enumerate() {
-            if !ours.peer && peer.peer && ours.medium == peer.medium {
+            if ours.pairs_with(peer) {
                 out.push((i, j));
             }
         }

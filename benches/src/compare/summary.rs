@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use super::pairs::{self, Roles};
 use crate::record::{Kind, Record, Unit};
 use crate::stats::Spread;
 
@@ -156,15 +157,15 @@ fn fmt_num(v: f64) -> String {
 }
 
 /// The Markdown table: figure, size, path, median, min–max, unit, ratio to the raw baseline
-/// and to each peer (`gasnet-*` paths) measured on the same figure.
-pub fn markdown_table(rows: &[Row]) -> String {
+/// and to each peer (GASNet's programs, by their `roles`) measured on the same figure. A peer
+/// on another medium than the row's path (native against smp-conduit, say) gets no ratio.
+pub fn markdown_table(rows: &[Row], roles: &Roles) -> String {
     let peers: Vec<String> = {
         let mut p: Vec<String> = rows
             .iter()
-            .filter(|r| r.path.starts_with("gasnet"))
+            .filter(|r| roles.get(&r.path).is_some_and(|role| role.peer))
             .map(|r| r.path.clone())
             .collect();
-        p.dedup();
         p.sort();
         p.dedup();
         p
@@ -199,7 +200,7 @@ pub fn markdown_table(rows: &[Row]) -> String {
             vs_raw
         );
         for p in &peers {
-            let cell = if r.path.starts_with("gasnet") {
+            let cell = if !pairs::paired_paths(roles, &r.path, p) {
                 "–".to_string()
             } else {
                 rows.iter()
@@ -322,6 +323,7 @@ pub fn json(rows: &[Row], meta: &[(&str, String)], skipped: &[String]) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compare::pairs::test_roles;
     use crate::parse::parse_output;
 
     fn samples(path: &str, text: &str, run: usize) -> Vec<Sample> {
@@ -369,7 +371,7 @@ mod tests {
         );
         assert_eq!(raw_reference(&rows, am), Some(("raw udp 8 B rtt", 7.0)));
         assert_eq!(raw_reference(&rows, &rows[0]), None);
-        let md = markdown_table(&rows);
+        let md = markdown_table(&rows, &test_roles());
         assert!(
             md.starts_with(
                 "| figure | size (B) | path | median | min–max | unit | vs raw | vs gasnet-udp |"
@@ -413,7 +415,7 @@ mod tests {
             Some(("raw memcpy", 40000.0))
         );
         // 20 GB/s against 40 GB/s.
-        assert!(markdown_table(&rows).contains("| 0.50× raw memcpy |"));
+        assert!(markdown_table(&rows, &test_roles()).contains("| 0.50× raw memcpy |"));
     }
 
     #[test]
