@@ -151,6 +151,7 @@ fn testam_over_the_network_prints_every_section_and_size() {
     let targets: Vec<&str> = out.lines().filter(|l| l.starts_with("target: ")).collect();
     assert_eq!(targets.len(), 2, "{out}");
     assert!(targets[0].starts_with("target: AMShort ping-pong ReqRep rtt us (median) "));
+    assert!(targets[0].contains("(target <= 1.1: "), "{}", targets[0]);
     // The maximal Medium was not part of this sweep.
     assert_eq!(
         targets[1],
@@ -196,12 +197,14 @@ fn testsmall_testlarge_testbarrier_print_their_figures() {
     let tp = keys(&recs, Kind::SmallThroughput);
     assert_eq!(tp.len(), 10);
     assert_eq!(tp[9], "Bget throughput 16");
-    assert_eq!(
-        out.lines()
-            .filter(|l| l.starts_with("target: 8 byte "))
-            .count(),
-        2
-    );
+    let small_targets: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("target: 8 byte "))
+        .collect();
+    assert_eq!(small_targets.len(), 2, "{out}");
+    for t in small_targets {
+        assert!(t.contains("(target <= 1.1: "), "{t}");
+    }
 
     let mut args = vec!["-i", "4", "--min-size", "4K", "--max-size", "16K"];
     args.extend(SMALL_RAW);
@@ -297,6 +300,14 @@ fn testam_on_shared_memory_prints_its_target_and_the_queue_floor() {
     );
     assert!(
         out.contains("floor: raw shm two-line pingpong rtt us "),
+        "{out}"
+    );
+    // Issue 26's shared-memory target: AM Short against the two-line floor, at most 1.15x.
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("target: AMShort ping-pong ReqRep rtt us")
+                && l.contains(" / raw shm two-line pingpong rtt us ")
+                && l.contains("(target <= 1.15: ")),
         "{out}"
     );
 }
@@ -508,7 +519,7 @@ fn compare_reads_gasnet_ex_labels_and_rotates_the_order_of_each_repeat() {
         &out,
         &[
             "--paths",
-            "loopback",
+            "native",
             "--benches",
             "testsmall",
             "--repeats",
@@ -521,12 +532,13 @@ fn compare_reads_gasnet_ex_labels_and_rotates_the_order_of_each_repeat() {
             "--no-baseline",
         ],
     );
-    // Each repeat runs the path and the peer back to back; the second starts with the peer.
+    // Each repeat runs the path and the peer on its medium back to back; the second starts
+    // with the peer.
     for line in [
-        "[1/4] testsmall on loopback (run 1 of 2)",
+        "[1/4] testsmall on native (run 1 of 2)",
         "[2/4] testsmall on gasnet-udp (run 1 of 2)",
         "[3/4] testsmall on gasnet-udp (run 2 of 2)",
-        "[4/4] testsmall on loopback (run 2 of 2)",
+        "[4/4] testsmall on native (run 2 of 2)",
     ] {
         assert!(stderr.contains(line), "{line}: {stderr}");
     }
@@ -534,14 +546,14 @@ fn compare_reads_gasnet_ex_labels_and_rotates_the_order_of_each_repeat() {
     let md = read(&out, "results.md");
     assert_has(&md, "| put latency | 8 | gasnet-udp | 20.0 |");
     assert_has(&md, "| get latency | 8 | gasnet-udp | 22.0 |");
-    let ours = line_of(&md, "| put latency | 8 | loopback |");
+    let ours = line_of(&md, "| put latency | 8 | native |");
     assert!(
         !ours.trim_end().ends_with("| – |"),
         "no ratio to the peer: {ours}"
     );
     // And the ratio taken within each repeat, over both repeats, is written for them.
     let paired = read(&out, "peer_ratios.csv");
-    let put = line_of(&paired, "loopback,gasnet-udp,latency,put latency,8,us,");
+    let put = line_of(&paired, "native,gasnet-udp,latency,put latency,8,us,");
     // Both repeats paired; or, where the probes saw this machine change state between the
     // two jobs of a repeat in every try, that one left out; or both counted, and said so,
     // when neither repeat had its jobs in one state.
@@ -552,10 +564,83 @@ fn compare_reads_gasnet_ex_labels_and_rotates_the_order_of_each_repeat() {
         "two repeats paired: {put}"
     );
     // The probes ran around every job, and its log says what they found.
-    for log in ["loopback-testsmall-1.txt", "gasnet-udp-testsmall-2.txt"] {
+    for log in ["native-testsmall-1.txt", "gasnet-udp-testsmall-2.txt"] {
         let text = read(&out.join("logs"), log);
         let probes = line_of(&text, "--- machine before: shm flag ");
         assert!(probes.contains(" us; after: shm flag "), "{probes}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn compare_stopped_by_sigterm_stops_its_running_job() {
+    let dir = scratch("compare-term");
+    let pidfile = dir.join("peer.pid");
+    // A peer that never finishes: it says where it is and sleeps.
+    fake_program(
+        &dir.join("gasnet").join("udp-conduit").join("testsmall"),
+        &format!(
+            "#!/bin/sh\necho $$ > '{}'\nexec sleep 120\n",
+            pidfile.display()
+        ),
+    );
+    rgasnetrun();
+    let bin_dir = PathBuf::from(env!("CARGO_BIN_EXE_testsmall"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let mut compare = Command::new(env!("CARGO_BIN_EXE_rgasnet-bench"))
+        .args(["compare", "--paths", "loopback", "--benches", "testsmall"])
+        .args(["--repeats", "1", "-i", "5", "--max-size", "8", "--no-plots"])
+        .args(["--bench-args", "--no-baseline", "--out"])
+        .arg(dir.join("out"))
+        .arg("--bin-dir")
+        .arg(&bin_dir)
+        .arg("--gasnet")
+        .arg(dir.join("gasnet"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let peer: i32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            break pid;
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = compare.kill();
+            panic!("the peer job never started");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let pid = |p: i32| nix::unistd::Pid::from_raw(p);
+    nix::sys::signal::kill(pid(compare.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    let t1 = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = compare.try_wait().unwrap() {
+            break st;
+        }
+        if t1.elapsed() > Duration::from_secs(20) {
+            let _ = compare.kill();
+            panic!("compare did not exit after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(143), "128 + SIGTERM");
+    // Gone, or a zombie waiting for its new parent to reap it.
+    let alive = |p: i32| {
+        std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .is_ok_and(|s| s.split_whitespace().nth(2).is_some_and(|st| st != "Z"))
+    };
+    while alive(peer) {
+        assert!(
+            t1.elapsed() < Duration::from_secs(20),
+            "the running job {peer} outlived compare"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -3,9 +3,9 @@
 //! installed GASNet with `--gasnet DIR`), repeats them, and writes a Markdown table, CSV,
 //! JSON and plots (see `rgasnet_bench::compare`).
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use rgasnet_bench::compare::{compare, CompareArgs};
+use rgasnet_bench::compare::{compare, runner, CompareArgs};
 
 /// rgasnet's benchmark driver.
 #[derive(Parser, Debug)]
@@ -25,6 +25,8 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Compare(args) => {
+            // Before any thread starts: a stopped comparison stops its running job too.
+            runner::forward_termination().context("setting up signal handling")?;
             let out = compare(&args)?;
             print!("{}", out.markdown);
             eprintln!("wrote:");

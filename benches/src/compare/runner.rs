@@ -1,11 +1,57 @@
 //! Running one benchmark job as a child process, with a deadline: its output is collected
-//! whole, and a job that overruns is stopped (SIGTERM, which `rgasnetrun` forwards to its
-//! ranks, then SIGKILL) instead of hanging the comparison.
+//! whole, and a job that overruns is stopped (SIGTERM to its process group, which
+//! `rgasnetrun` forwards to its ranks, then SIGKILL) instead of hanging the comparison. A
+//! comparison stopped by a signal stops its running job the same way
+//! ([`forward_termination`]), so that no benchmark outlives it and loads the machine.
 
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
+
+use nix::sys::signal::{killpg, SigSet, Signal};
+use nix::unistd::Pid;
+
+/// How long a job has between SIGTERM and SIGKILL.
+const GRACE: Duration = Duration::from_secs(3);
+
+/// The process group of the job running now (its leader's pid; 0 when none runs).
+static RUNNING_GROUP: AtomicI32 = AtomicI32::new(0);
+
+/// Makes SIGINT, SIGTERM and SIGHUP to this process stop the job running now (SIGTERM to
+/// its process group, SIGKILL after [`GRACE`]), then end this process with status 128 + the
+/// signal's number, as the signal would have. Call it once, before this process starts any
+/// thread: the signals are blocked in the calling thread, which every later thread
+/// inherits, and one thread of its own waits for them. Jobs start with no signal blocked
+/// (the standard library resets the mask of a child).
+pub fn forward_termination() -> Result<(), nix::Error> {
+    let mut set = SigSet::empty();
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        set.add(sig);
+    }
+    set.thread_block()?;
+    std::thread::spawn(move || {
+        let Ok(sig) = set.wait() else {
+            return;
+        };
+        // Acquire: pairs with the Release store in `run`, after the job was spawned.
+        let group = RUNNING_GROUP.load(Ordering::Acquire);
+        if group > 0 {
+            eprintln!("{sig}: stopping the running job (process group {group})");
+            let _ = killpg(Pid::from_raw(group), Signal::SIGTERM);
+            let deadline = Instant::now() + GRACE;
+            // `run` clears the group once it has reaped the job.
+            while RUNNING_GROUP.load(Ordering::Acquire) == group && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
+        }
+        std::process::exit(128 + sig as i32);
+    });
+    Ok(())
+}
 
 /// A job to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,7 +144,10 @@ pub fn run(job: &Job) -> Result<JobOutput, RunError> {
         .envs(job.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::piped())
+        // A group of its own, so that stopping it reaches whatever it started (GASNet's udp
+        // and smp programs fork their ranks themselves).
+        .process_group(0);
     let start = Instant::now();
     let mut child = cmd.spawn().map_err(|source| RunError::Spawn {
         program: job.program.clone(),
@@ -106,22 +155,16 @@ pub fn run(job: &Job) -> Result<JobOutput, RunError> {
     })?;
     let out = child.stdout.take().map(reader);
     let err = child.stderr.take().map(reader);
-    let wait_err = |source| RunError::Wait {
+    let group = i32::try_from(child.id()).unwrap_or(0);
+    // Release: the job exists before the signal thread may act on its group.
+    RUNNING_GROUP.store(group, Ordering::Release);
+    let status = wait_or_stop(&mut child, job.timeout, start);
+    // Release: the job is reaped; the signal thread must not signal its (free) group id.
+    RUNNING_GROUP.store(0, Ordering::Release);
+    let (status, timed_out) = status.map_err(|source| RunError::Wait {
         program: job.program.clone(),
         source,
-    };
-    let mut timed_out = false;
-    let status = loop {
-        if let Some(st) = child.try_wait().map_err(wait_err)? {
-            break st;
-        }
-        if start.elapsed() >= job.timeout {
-            timed_out = true;
-            stop(&mut child);
-            break child.wait().map_err(wait_err)?;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    })?;
     let elapsed = start.elapsed();
     let stdout = out.and_then(|h| h.join().ok()).unwrap_or_default();
     let stderr = err.and_then(|h| h.join().ok()).unwrap_or_default();
@@ -134,22 +177,40 @@ pub fn run(job: &Job) -> Result<JobOutput, RunError> {
     })
 }
 
-/// SIGTERM (the launcher stops its ranks on it), then SIGKILL after a grace period.
-fn stop(child: &mut Child) {
-    use nix::sys::signal::{kill, Signal};
-    use nix::unistd::Pid;
-    let pid = i32::try_from(child.id()).ok().map(Pid::from_raw);
-    if let Some(pid) = pid {
-        let _ = kill(pid, Signal::SIGTERM);
+/// Waits for `child` until `timeout` after `start`, then stops it; whether it was stopped.
+fn wait_or_stop(
+    child: &mut Child,
+    timeout: Duration,
+    start: Instant,
+) -> std::io::Result<(std::process::ExitStatus, bool)> {
+    loop {
+        if let Some(st) = child.try_wait()? {
+            return Ok((st, false));
+        }
+        if start.elapsed() >= timeout {
+            stop(child);
+            return Ok((child.wait()?, true));
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
-    let grace = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < grace {
+}
+
+/// SIGTERM to the job's process group (the launcher stops its ranks on it), then SIGKILL
+/// to the group after [`GRACE`] if the job has not ended.
+fn stop(child: &mut Child) {
+    let Ok(group) = i32::try_from(child.id()).map(Pid::from_raw) else {
+        let _ = child.kill();
+        return;
+    };
+    let _ = killpg(group, Signal::SIGTERM);
+    let deadline = Instant::now() + GRACE;
+    while Instant::now() < deadline {
         if matches!(child.try_wait(), Ok(Some(_))) {
             return;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let _ = child.kill();
+    let _ = killpg(group, Signal::SIGKILL);
 }
 
 #[cfg(test)]
@@ -188,6 +249,24 @@ mod tests {
         assert!(o.timed_out);
         assert_eq!(o.stdout, "started\n");
         assert_eq!(o.code, None, "killed by a signal");
+    }
+
+    #[test]
+    fn deadline_stops_what_the_job_started_too() {
+        // The job's own child (as GASNet's udp programs fork their ranks) goes with it.
+        let o = run(&sh("sleep 30 & echo $!; wait", Duration::from_millis(300))).unwrap();
+        assert!(o.timed_out);
+        let pid: i32 = o.stdout.trim().parse().unwrap();
+        let gone = Instant::now() + Duration::from_secs(10);
+        // Gone, or a zombie waiting for its new parent to reap it.
+        let alive = |p: i32| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .is_ok_and(|s| s.split_whitespace().nth(2).is_some_and(|st| st != "Z"))
+        };
+        while alive(pid) {
+            assert!(Instant::now() < gone, "the job's child {pid} survived");
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     #[test]
