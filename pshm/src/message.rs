@@ -6,11 +6,16 @@
 //! ```text
 //! word 0  marker: position + 1 once committed, 0 while free or being written
 //! word 1  kind u8 | category u8 | handler u8 | argc u8 | source rank u32   (bit 0 upwards)
-//! word 2  cells u32 | length u32   (Medium: payload bytes; Long: bytes already in the segment)
+//! word 2  cells u32 | length u32   (Medium, carried Long: payload bytes; Long: bytes already
+//!         in the segment)
 //! word 3  Long: offset of the data in the receiver's segment; otherwise 0
 //! word 4  args[0], args[1] (two u32s in native byte order, viewed in place), ...
-//!         payload (Medium), starting on the next 8-byte boundary
+//!         payload (Medium, carried Long), starting on the next 8-byte boundary
 //! ```
+//!
+//! A carried Long (category code 3) is a Long whose payload travels inline, as a Medium's
+//! does, for the receiver to write into its own segment: for a small payload that saves the
+//! cache lines of the receiver's segment travelling to the sender and back.
 #![deny(unsafe_code)]
 
 /// Most 32-bit arguments an active message carries.
@@ -26,6 +31,9 @@ pub(crate) const KIND_MESSAGE: u8 = 1;
 /// every message's bytes are contiguous and can be lent to the handler without a copy.
 pub(crate) const KIND_PAD: u8 = 2;
 
+/// Category code of a carried Long on the wire (see the module docs).
+pub(crate) const LONG_CARRIED_CODE: u8 = 3;
+
 /// Which of the three GASNet message kinds a message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AmCategory {
@@ -33,7 +41,8 @@ pub enum AmCategory {
     Short,
     /// Arguments plus a payload carried inline in the queue.
     Medium,
-    /// Arguments plus a payload the sender already copied into the receiver's segment.
+    /// Arguments plus a payload in the receiver's segment: copied there by the sender, or
+    /// (a carried Long) inline in the record for the receiver to write there.
     Long,
 }
 
@@ -71,6 +80,14 @@ pub enum Body<'a> {
         /// Length of the data.
         len: u32,
     },
+    /// A Long whose payload is carried inline (at most [`MAX_MEDIUM`] bytes): the receiver
+    /// writes it at `offset` in its own segment before the handler runs.
+    LongCarried {
+        /// Where the data goes in the receiver's segment.
+        offset: u64,
+        /// The data.
+        payload: &'a [u8],
+    },
 }
 
 impl Body<'_> {
@@ -79,14 +96,22 @@ impl Body<'_> {
         match self {
             Body::Short => AmCategory::Short,
             Body::Medium(_) => AmCategory::Medium,
-            Body::Long { .. } => AmCategory::Long,
+            Body::Long { .. } | Body::LongCarried { .. } => AmCategory::Long,
+        }
+    }
+
+    /// The category code written in the record.
+    pub(crate) fn code(&self) -> u8 {
+        match self {
+            Body::LongCarried { .. } => LONG_CARRIED_CODE,
+            other => other.category().code(),
         }
     }
 
     /// Bytes carried inside the queue record.
     pub(crate) fn inline_len(&self) -> usize {
         match self {
-            Body::Medium(p) => p.len(),
+            Body::Medium(p) | Body::LongCarried { payload: p, .. } => p.len(),
             _ => 0,
         }
     }
@@ -179,5 +204,14 @@ mod tests {
         assert_eq!(AmCategory::from_code(3), None);
         assert_eq!(Body::Medium(&[1]).category(), AmCategory::Medium);
         assert_eq!(Body::Long { offset: 1, len: 2 }.inline_len(), 0);
+        let carried = Body::LongCarried {
+            offset: 1,
+            payload: &[1, 2, 3],
+        };
+        assert_eq!(
+            (carried.category(), carried.code(), carried.inline_len()),
+            (AmCategory::Long, LONG_CARRIED_CODE, 3)
+        );
+        assert_eq!(AmCategory::from_code(LONG_CARRIED_CODE), None);
     }
 }

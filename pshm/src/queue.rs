@@ -103,7 +103,7 @@ const POSITION: u64 = !(SLEEP_BIT | CLOSED_BIT);
 use crate::layout::{CELL_BYTES, CELL_WORDS};
 use crate::message::{
     cells_for, pack_meta, pack_sizes, payload_offset, unpack_meta, unpack_sizes, AmCategory,
-    AmMessage, Body, HEADER_BYTES, KIND_MESSAGE, KIND_PAD, MAX_ARGS, MAX_MEDIUM,
+    AmMessage, Body, HEADER_BYTES, KIND_MESSAGE, KIND_PAD, LONG_CARRIED_CODE, MAX_ARGS, MAX_MEDIUM,
 };
 
 /// Where one ring lives inside a mapping, located and bounds-checked once, so that building
@@ -224,7 +224,7 @@ impl<'a> Ring<'a> {
         }
         let (len, offset) = match msg.body {
             Body::Short => (0, 0),
-            Body::Medium(p) if p.len() > MAX_MEDIUM => {
+            Body::Medium(p) | Body::LongCarried { payload: p, .. } if p.len() > MAX_MEDIUM => {
                 return Err(SendError::PayloadTooLarge {
                     len: p.len(),
                     max: MAX_MEDIUM,
@@ -232,6 +232,7 @@ impl<'a> Ring<'a> {
             }
             Body::Medium(p) => (p.len() as u32, 0),
             Body::Long { offset, len } => (len, offset),
+            Body::LongCarried { offset, payload } => (payload.len() as u32, offset),
         };
         let n = cells_for(argc, msg.body.inline_len()) as u64;
         let (t, pad, wake) = self.reserve(cached_head, n, dest)?;
@@ -240,7 +241,7 @@ impl<'a> Ring<'a> {
         let cell = self.cell(pos & mask);
         let meta = pack_meta(
             KIND_MESSAGE,
-            msg.body.category().code(),
+            msg.body.code(),
             msg.handler,
             argc as u8,
             source,
@@ -251,7 +252,7 @@ impl<'a> Ring<'a> {
         if argc > 0 {
             self.write_args(pos & mask, msg.args);
         }
-        if let Body::Medium(p) = msg.body {
+        if let Body::Medium(p) | Body::LongCarried { payload: p, .. } = msg.body {
             if !p.is_empty() {
                 let first = (pos & mask) as usize * CELL_WORDS + payload_offset(argc) / 8;
                 copy_in(&self.cells[first..first + p.len().div_ceil(8)], p);
@@ -416,14 +417,17 @@ impl<'a> Ring<'a> {
                 self.head.store(*head, Ordering::Release);
                 continue;
             }
+            let carried = cat == LONG_CARRIED_CODE;
             let category = match (kind, AmCategory::from_code(cat)) {
                 (KIND_MESSAGE, Some(c)) => c,
+                (KIND_MESSAGE, None) if carried => AmCategory::Long,
                 (KIND_MESSAGE, None) => return Err(self.corrupt(h, Bad::Category(cat))),
                 _ => return Err(self.corrupt(h, Bad::Kind(kind))),
             };
             let argc = usize::from(argc);
             let inline = match category {
                 AmCategory::Medium => len as usize,
+                AmCategory::Long if carried => len as usize,
                 AmCategory::Short if len != 0 => {
                     return Err(self.corrupt(h, Bad::Length(category, len)))
                 }
@@ -449,6 +453,7 @@ impl<'a> Ring<'a> {
                 source,
                 handler,
                 category,
+                carried,
                 argc: argc as u8,
                 len,
                 offset: cell[3].load(Ordering::Relaxed),
@@ -510,6 +515,8 @@ pub struct Received<'c> {
     source: u32,
     handler: u8,
     category: AmCategory,
+    /// A Long whose payload is inline (category code [`LONG_CARRIED_CODE`]).
+    carried: bool,
     argc: u8,
     len: u32,
     offset: u64,
@@ -542,25 +549,31 @@ impl Received<'_> {
         args_view(&self.cells[ARGS_WORD..ARGS_WORD + argc.div_ceil(2)], argc)
     }
 
-    /// The body; a Medium payload is borrowed from the queue, valid until `self` is dropped.
+    /// The body; a Medium's or carried Long's payload is borrowed from the queue, valid until
+    /// `self` is dropped.
     #[inline]
     pub fn body(&self) -> Body<'_> {
         match self.category {
             AmCategory::Short => Body::Short,
-            AmCategory::Medium => {
-                let len = self.len as usize;
-                let first = payload_offset(usize::from(self.argc)) / 8;
-                // In bounds: the record's cell count was checked against argc and len.
-                Body::Medium(payload_bytes(
-                    &self.cells[first..first + len.div_ceil(8)],
-                    len,
-                ))
-            }
+            AmCategory::Medium => Body::Medium(self.inline_payload()),
+            AmCategory::Long if self.carried => Body::LongCarried {
+                offset: self.offset,
+                payload: self.inline_payload(),
+            },
             AmCategory::Long => Body::Long {
                 offset: self.offset,
                 len: self.len,
             },
         }
+    }
+
+    /// The payload carried in the record.
+    #[inline]
+    fn inline_payload(&self) -> &[u8] {
+        let len = self.len as usize;
+        let first = payload_offset(usize::from(self.argc)) / 8;
+        // In bounds: the record's cell count was checked against argc and len.
+        payload_bytes(&self.cells[first..first + len.div_ceil(8)], len)
     }
 }
 

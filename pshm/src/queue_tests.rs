@@ -88,6 +88,22 @@ fn every_category_round_trips_field_by_field() {
                 len: 4096,
             },
         },
+        AmMessage {
+            handler: 10,
+            args: &args[..5],
+            body: Body::LongCarried {
+                offset: 0x2_0000_0008,
+                payload: &payload[..77],
+            },
+        },
+        AmMessage {
+            handler: 11,
+            args: &[],
+            body: Body::LongCarried {
+                offset: 0,
+                payload: &[],
+            },
+        },
     ];
     for m in &msgs {
         assert!(!r.ring().try_enqueue(&cache, 42, 1, m).unwrap());
@@ -101,8 +117,8 @@ fn every_category_round_trips_field_by_field() {
         assert_eq!(got.body(), m.body);
     }
     assert!(r.ring().try_dequeue(&mut head).unwrap().is_none());
-    // Positions used: 1 + 1 + cells_for(16, 300) + 1 + 1.
-    assert_eq!(head, 4 + cells_for(16, 300) as u64);
+    // Positions used: 1 + 1 + cells_for(16, 300) + 1 + 1 + cells_for(5, 77) + 1.
+    assert_eq!(head, 5 + (cells_for(16, 300) + cells_for(5, 77)) as u64);
     assert_eq!(r.ring().head.load(Ordering::Relaxed), head);
     assert_invariant_2(&r, head);
 }
@@ -307,6 +323,14 @@ fn garbage_in_a_record_is_a_typed_error_not_a_panic() {
     w(1).store(pack_meta(KIND_MESSAGE, 1, 1, 0, 0), Ordering::Relaxed);
     w(2).store(pack_sizes(1, 70_000), Ordering::Relaxed);
     assert_eq!(corrupt_reason(&r, &mut head), "Medium with length 70000");
+    // A carried Long (category code 3) is checked as a Medium is.
+    w(1).store(pack_meta(KIND_MESSAGE, 3, 1, 0, 0), Ordering::Relaxed);
+    assert_eq!(corrupt_reason(&r, &mut head), "Long with length 70000");
+    w(2).store(pack_sizes(1, 40), Ordering::Relaxed);
+    assert_eq!(
+        corrupt_reason(&r, &mut head),
+        "1 cells for 0 arguments and 40 payload bytes"
+    );
     w(1).store(pack_meta(KIND_PAD, 0, 0, 0, 0), Ordering::Relaxed);
     w(2).store(pack_sizes(3, 0), Ordering::Relaxed);
     assert_eq!(

@@ -397,6 +397,19 @@ fn basic(c: &Client, st: &State) -> Result<(), String> {
             ));
         }
     }
+    // Small Longs too (through shared memory they travel in the queue record, and the
+    // receiver writes them into its segment): the 100-byte requests of every argument count.
+    for src in 0..n {
+        for argc in 0..=16u64 {
+            let off = area(src, false) + argc * 256;
+            let got = seg.to_vec(off as usize, 100).map_err(|x| x.to_string())?;
+            if got != pattern(src, 100) {
+                return Err(format!(
+                    "100-byte Long payload from {src} is not in the segment at {off}"
+                ));
+            }
+        }
+    }
     println!(
         "rank {me}: basic ok: {sent} requests and replies, {} payload bytes checked",
         st.bytes_checked.load(Ordering::Relaxed)
