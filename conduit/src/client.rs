@@ -717,6 +717,18 @@ impl Inner {
         }
     }
 
+    /// Writes a Long AM's payload into this rank's segment at `offset`, before its handler
+    /// runs. A payload that does not fit there ends the job: `source` broke the protocol, and
+    /// the handler must not run on memory that never received the data.
+    pub(crate) fn land_long(&self, att: &Attached, source: u32, offset: u64, payload: &[u8]) {
+        if att.segment.write(offset as usize, payload).is_err() {
+            self.fatal(&format!(
+                "rank {source} sent a Long AM of {} bytes at offset {offset}, outside this rank's segment",
+                payload.len()
+            ));
+        }
+    }
+
     /// Ends the job after a condition the protocol cannot recover from, naming it.
     pub(crate) fn fatal(&self, msg: &str) -> ! {
         eprintln!("rgasnet: fatal error on rank {}: {msg}", self.rank);

@@ -576,12 +576,7 @@ impl Inner {
                 }
                 Protocol::LongPacked => {
                     let offset = body.long_offset.unwrap_or(0);
-                    if att.segment.write(offset as usize, body.payload).is_err() {
-                        self.fatal(&format!(
-                            "rank {source} sent a Long AM of {} bytes at offset {offset}, outside this rank's segment",
-                            body.payload.len()
-                        ));
-                    }
+                    self.land_long(att, source, offset, body.payload);
                     pending.long = Some((offset, body.payload.len() as u64));
                     Decoded::Work(Work::Run(pending))
                 }

@@ -349,13 +349,7 @@ impl Inner {
                     Body::LongCarried { offset, payload } => {
                         // Into this rank's segment before the handler runs, as if the sender
                         // had written it there.
-                        if att.segment.write(offset as usize, payload).is_err() {
-                            self.fatal(&format!(
-                                "node peer {} sent a Long AM of {} bytes at offset {offset}, outside this rank's segment",
-                                msg.source(),
-                                payload.len()
-                            ));
-                        }
+                        self.land_long(att, msg.source(), offset, payload);
                         (
                             Category::Long,
                             Some((offset, payload.len() as u64)),

@@ -290,13 +290,7 @@ impl Inner {
                 Body::Long { offset, payload } => {
                     // The payload is in the segment before the handler runs, as for a Long
                     // through the AM portal.
-                    if att.segment.write(offset as usize, payload).is_err() {
-                        self.fatal(&format!(
-                            "rank {} sent a Long AM of {} bytes at offset {offset}, outside this rank's segment",
-                            m.source,
-                            payload.len()
-                        ));
-                    }
+                    self.land_long(att, m.source, offset, payload);
                     (
                         Category::Long,
                         Some((offset, payload.len() as u64)),
