@@ -572,6 +572,38 @@ fn compare_reads_gasnet_ex_labels_and_rotates_the_order_of_each_repeat() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Whether process `pid` still runs: not gone, and not a zombie waiting for its new parent
+/// to reap it.
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.split_whitespace()
+            .nth(2)
+            .is_some_and(|state| state != "Z")
+    })
+}
+
+#[test]
+fn a_job_stopped_at_its_deadline_takes_what_it_started_along() {
+    // The job's own child (as GASNet's udp programs fork their ranks) goes with it.
+    let job = Job {
+        program: "/bin/sh".into(),
+        args: vec!["-c".into(), "sleep 30 & echo $!; wait".into()],
+        env: vec![],
+        timeout: Duration::from_millis(300),
+    };
+    let o = run(&job).unwrap();
+    assert!(o.timed_out);
+    let pid: i32 = o.stdout.trim().parse().unwrap();
+    let gone = std::time::Instant::now() + Duration::from_secs(10);
+    while alive(pid) {
+        assert!(
+            std::time::Instant::now() < gone,
+            "the job's child {pid} survived"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 #[test]
 fn compare_stopped_by_sigterm_stops_its_running_job() {
     let dir = scratch("compare-term");
@@ -630,11 +662,6 @@ fn compare_stopped_by_sigterm_stops_its_running_job() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(status.code(), Some(143), "128 + SIGTERM");
-    // Gone, or a zombie waiting for its new parent to reap it.
-    let alive = |p: i32| {
-        std::fs::read_to_string(format!("/proc/{p}/stat"))
-            .is_ok_and(|s| s.split_whitespace().nth(2).is_some_and(|st| st != "Z"))
-    };
     while alive(peer) {
         assert!(
             t1.elapsed() < Duration::from_secs(20),

@@ -6,9 +6,9 @@
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, SigSet, Signal};
@@ -17,8 +17,76 @@ use nix::unistd::Pid;
 /// How long a job has between SIGTERM and SIGKILL.
 const GRACE: Duration = Duration::from_secs(3);
 
-/// The process group of the job running now (its leader's pid; 0 when none runs).
-static RUNNING_GROUP: AtomicI32 = AtomicI32::new(0);
+/// The job this process runs now, shared with the thread that [`forward_termination`]
+/// starts. One lock covers spawning a job and recording its group, so a signal that arrives
+/// while a job starts waits for its group instead of missing it; and once a signal has come,
+/// no job starts.
+struct JobSlot {
+    state: Mutex<SlotState>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SlotState {
+    /// The running job's process group (its leader's pid); 0 when none runs.
+    group: i32,
+    /// A terminating signal came: no job may start any more.
+    stopping: bool,
+}
+
+impl JobSlot {
+    const fn new() -> Self {
+        JobSlot {
+            state: Mutex::new(SlotState {
+                group: 0,
+                stopping: false,
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SlotState> {
+        // The state is two plain fields, valid whatever a panicking holder did.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Spawns `cmd` (which starts a process group of its own) and records its group, unless
+    /// a signal is stopping this process.
+    fn spawn(&self, cmd: &mut Command, program: &Path) -> Result<Child, RunError> {
+        let mut state = self.lock();
+        if state.stopping {
+            return Err(RunError::Stopping {
+                program: program.to_path_buf(),
+            });
+        }
+        let child = cmd.spawn().map_err(|source| RunError::Spawn {
+            program: program.to_path_buf(),
+            source,
+        })?;
+        state.group = i32::try_from(child.id()).unwrap_or(0);
+        Ok(child)
+    }
+
+    /// The job was reaped: its group id is free and must not be signalled.
+    fn clear(&self) {
+        self.lock().group = 0;
+    }
+
+    /// A signal came: no job starts from now on; the running job's group, if one runs.
+    fn begin_stop(&self) -> Option<i32> {
+        let mut state = self.lock();
+        state.stopping = true;
+        (state.group > 0).then_some(state.group)
+    }
+
+    /// Whether `group` still runs (it is cleared once reaped).
+    fn runs(&self, group: i32) -> bool {
+        self.lock().group == group
+    }
+}
+
+/// The job this process runs now.
+static RUNNING: JobSlot = JobSlot::new();
 
 /// Makes SIGINT, SIGTERM and SIGHUP to this process stop the job running now (SIGTERM to
 /// its process group, SIGKILL after [`GRACE`]), then end this process with status 128 + the
@@ -36,14 +104,11 @@ pub fn forward_termination() -> Result<(), nix::Error> {
         let Ok(sig) = set.wait() else {
             return;
         };
-        // Acquire: pairs with the Release store in `run`, after the job was spawned.
-        let group = RUNNING_GROUP.load(Ordering::Acquire);
-        if group > 0 {
+        if let Some(group) = RUNNING.begin_stop() {
             eprintln!("{sig}: stopping the running job (process group {group})");
             let _ = killpg(Pid::from_raw(group), Signal::SIGTERM);
             let deadline = Instant::now() + GRACE;
-            // `run` clears the group once it has reaped the job.
-            while RUNNING_GROUP.load(Ordering::Acquire) == group && Instant::now() < deadline {
+            while RUNNING.runs(group) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
             }
             let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
@@ -117,6 +182,12 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+    /// A terminating signal is stopping this process, so no job starts.
+    #[error("not starting {program}: a signal is stopping this comparison")]
+    Stopping {
+        /// The program.
+        program: PathBuf,
+    },
     /// Waiting for it failed.
     #[error("waiting for {program}: {source}")]
     Wait {
@@ -149,18 +220,11 @@ pub fn run(job: &Job) -> Result<JobOutput, RunError> {
         // and smp programs fork their ranks themselves).
         .process_group(0);
     let start = Instant::now();
-    let mut child = cmd.spawn().map_err(|source| RunError::Spawn {
-        program: job.program.clone(),
-        source,
-    })?;
+    let mut child = RUNNING.spawn(&mut cmd, &job.program)?;
     let out = child.stdout.take().map(reader);
     let err = child.stderr.take().map(reader);
-    let group = i32::try_from(child.id()).unwrap_or(0);
-    // Release: the job exists before the signal thread may act on its group.
-    RUNNING_GROUP.store(group, Ordering::Release);
     let status = wait_or_stop(&mut child, job.timeout, start);
-    // Release: the job is reaped; the signal thread must not signal its (free) group id.
-    RUNNING_GROUP.store(0, Ordering::Release);
+    RUNNING.clear();
     let (status, timed_out) = status.map_err(|source| RunError::Wait {
         program: job.program.clone(),
         source,
@@ -252,21 +316,26 @@ mod tests {
     }
 
     #[test]
-    fn deadline_stops_what_the_job_started_too() {
-        // The job's own child (as GASNet's udp programs fork their ranks) goes with it.
-        let o = run(&sh("sleep 30 & echo $!; wait", Duration::from_millis(300))).unwrap();
-        assert!(o.timed_out);
-        let pid: i32 = o.stdout.trim().parse().unwrap();
-        let gone = Instant::now() + Duration::from_secs(10);
-        // Gone, or a zombie waiting for its new parent to reap it.
-        let alive = |p: i32| {
-            std::fs::read_to_string(format!("/proc/{p}/stat"))
-                .is_ok_and(|s| s.split_whitespace().nth(2).is_some_and(|st| st != "Z"))
-        };
-        while alive(pid) {
-            assert!(Instant::now() < gone, "the job's child {pid} survived");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+    fn a_signal_waits_for_the_group_of_a_job_being_spawned_and_stops_later_jobs() {
+        let slot = JobSlot::new();
+        let mut cmd = Command::new("/bin/sh");
+        cmd.args(["-c", "exec sleep 30"]).process_group(0);
+        let mut child = slot.spawn(&mut cmd, Path::new("/bin/sh")).unwrap();
+        let group = child.id() as i32;
+        // The signal thread sees the group recorded with the spawn, never a window without it.
+        assert_eq!(slot.begin_stop(), Some(group));
+        assert!(slot.runs(group));
+        let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
+        child.wait().unwrap();
+        slot.clear();
+        assert!(!slot.runs(group));
+        assert_eq!(slot.begin_stop(), None);
+        // After the signal, the next job is refused, not started and orphaned.
+        let mut next = Command::new("/bin/true");
+        assert!(matches!(
+            slot.spawn(&mut next, Path::new("/bin/true")),
+            Err(RunError::Stopping { .. })
+        ));
     }
 
     #[test]
