@@ -43,6 +43,11 @@ fn keygen(path: &Path) {
 
 /// Starts sshd, or returns None (after printing SKIPPED) when OpenSSH is not installed.
 fn start_sshd(test: &str) -> Option<Sshd> {
+    start_sshd_on(test, &|attempt| free_port_below_ephemeral(test, attempt))
+}
+
+/// [`start_sshd`] with the port of each attempt chosen by `port_of`.
+fn start_sshd_on(test: &str, port_of: &dyn Fn(u32) -> u16) -> Option<Sshd> {
     let missing: Vec<&str> = [SSHD, "/usr/bin/ssh", "/usr/bin/ssh-keygen"]
         .into_iter()
         .filter(|p| !Path::new(p).exists())
@@ -67,7 +72,7 @@ fn start_sshd(test: &str) -> Option<Sshd> {
     // Another test's sshd, or a client's source port, may take the port between the check
     // and sshd's bind: sshd then exits, and a new port is tried.
     for attempt in 0..8 {
-        let port = free_port_below_ephemeral(test, attempt);
+        let port = port_of(attempt);
         if let Some(child) = spawn_sshd(&dir, port) {
             return Some(Sshd { dir, port, child });
         }
@@ -153,6 +158,43 @@ impl Sshd {
         c.args(args).env("GASNET_SSH_OPTIONS", self.options());
         c
     }
+}
+
+#[test]
+fn sshd_whose_port_is_taken_is_started_again_on_another() {
+    let test = "sshd_whose_port_is_taken_is_started_again_on_another";
+    // Whoever holds the first port listens on it, as a parallel test's sshd would.
+    let holder = TcpListener::bind(("127.0.0.1", free_port_below_ephemeral(test, 99))).unwrap();
+    let taken = holder.local_addr().unwrap().port();
+    let tried = std::sync::Mutex::new(Vec::new());
+    let Some(sshd) = start_sshd_on(test, &|attempt| {
+        let port = if attempt == 0 {
+            taken
+        } else {
+            free_port_below_ephemeral(test, attempt)
+        };
+        tried.lock().unwrap().push(port);
+        port
+    }) else {
+        return;
+    };
+    let tried = tried.into_inner().unwrap();
+    assert_eq!(
+        tried.len(),
+        2,
+        "one refused start, then one on a free port: {tried:?}"
+    );
+    assert_eq!(tried[0], taken);
+    assert_eq!(sshd.port, tried[1]);
+    assert_ne!(sshd.port, taken);
+    // The sshd that reported ready is the one that serves the job, not the port's holder.
+    let prog = check_prog();
+    let r = run(
+        sshd.launcher(&["-n", "2", prog.to_str().unwrap(), "check"]),
+        LIMIT,
+    );
+    assert_check_output(&r, 2, &|rank| vec![rank]);
+    drop(holder);
 }
 
 #[test]
