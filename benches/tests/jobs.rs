@@ -361,6 +361,52 @@ fn am_short_profile_runs_its_round_trips_and_refuses_a_bad_count() {
 }
 
 #[test]
+fn queue_floor_measures_the_queues_next_to_the_floors_and_refuses_a_bad_count() {
+    let exe = built(
+        bin_dir().join("examples").join("queue_floor"),
+        &["-p", "rgasnet-bench", "--example", "queue_floor"],
+    );
+    let job = |arg: &str| {
+        run(&Job {
+            program: exe.clone(),
+            args: vec![arg.into()],
+            env: vec![],
+            timeout: Duration::from_secs(120),
+        })
+        .unwrap()
+    };
+    let out = job("1");
+    assert!(out.success(), "{}\n{}", out.stdout, out.stderr);
+    // Every figure is a positive time, and the ratio is the queue's over the two-line one.
+    let ns = |prefix: &str| -> f64 {
+        let line = line_of(&out.stdout, prefix);
+        let v: f64 = line[prefix.len()..]
+            .split(" ns")
+            .next()
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(v.is_finite() && v > 0.0, "{line}");
+        v
+    };
+    ns("flag ping-pong: ");
+    let two = ns("two-line ping-pong: ");
+    let queue = ns("queue ping-pong (Short, 1 argument): ");
+    let ratio: f64 = line_of(&out.stdout, "queue ping-pong")
+        .split(" = ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((ratio - queue / two).abs() < 0.01, "{}", out.stdout);
+    let bad = job("0");
+    assert!(!bad.success());
+    assert_has(&bad.stderr, "RUNS must be a positive integer, not \"0\"");
+}
+
+#[test]
 fn bad_arguments_are_reported_not_run() {
     let out = Command::new(env!("CARGO_BIN_EXE_testam"))
         .args(["--min-size", "2M", "--max-size", "1M"])
