@@ -14,12 +14,15 @@
 # average), NET_ITERS (rgasnet, default 2000) and UDP_ITERS (udp-conduit, whose oversubscribed
 # barrier takes tens of ms; default 200) set the barriers per run.
 # BIN_DIR: where rgasnetrun and testbarrier are (default target/release, built when cargo is
-# at hand): a machine without a toolchain gets stripped copies carried there.
+# at hand): a machine without a toolchain gets stripped copies carried there. On shared memory
+# each round also runs the counter-barrier floor (`barrier_floor`, from BIN_DIR or its
+# examples/ folder; the example benches/examples/barrier_floor.rs): bare processes, no
+# barrier software, i.e. what the scheduler and the cache cost at that rank count.
 # The many-core figures of the issue (16 ranks on 16 cores) need a machine with that many
 # cores; on this 2-vCPU VM every count above 2 is oversubscribed.
 set -euo pipefail
 if [ $# -lt 1 ]; then
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 gasnet=$(cd "$1" && pwd)
@@ -32,8 +35,15 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${BIN_DIR:-$root/target/release}
 paths=${PATHS:-shm}
 if [ -z "${BIN_DIR:-}" ] && command -v cargo >/dev/null; then
-    (cd "$root" && cargo build -q --release -p rgasnet-bench -p rgasnet-launcher)
+    (cd "$root" && cargo build -q --release -p rgasnet-bench -p rgasnet-launcher &&
+        cargo build -q --release -p rgasnet-bench --example barrier_floor)
 fi
+floor=""
+for f in "$bin/barrier_floor" "$bin/examples/barrier_floor"; do
+    [ -x "$f" ] && { floor=$f; break; }
+done
+case " $paths " in *" shm "*) [ -n "$floor" ] ||
+    echo "barrier-ranks.sh: no barrier_floor in $bin or $bin/examples: the floor column stays empty" >&2 ;; esac
 for f in rgasnetrun testbarrier; do
     [ -x "$bin/$f" ] || { echo "barrier-ranks.sh: $bin/$f missing (build it, or set BIN_DIR)" >&2; exit 2; }
 done
@@ -48,7 +58,12 @@ named() { awk '/Avg Named Barrier latency:/ { print $(NF-1); found = 1 } END { e
 # run SIDE PATH RANKS: one run's named-barrier latency.
 run() {
     local side=$1 path=$2 n=$3 out
-    if [ "$side" = rgasnet ]; then
+    if [ "$side" = floor ]; then
+        out=$(timeout 600 "$floor" "$n" "${SHM_ITERS:-100000}" 1 2>&1) ||
+            { echo "barrier-ranks.sh: the floor at $n ranks failed:" >&2; echo "$out" | tail -5 >&2; return 1; }
+        echo "$out" | awk '/counter-barrier floor/ { print $(NF-1); found = 1 } END { exit !found }'
+        return
+    elif [ "$side" = rgasnet ]; then
         local pshm=1 iters=${SHM_ITERS:-100000}
         [ "$path" = net ] && pshm=0 iters=${NET_ITERS:-2000}
         out=$(RGASNET_PSHM=$pshm timeout 600 "$bin/rgasnetrun" -n "$n" "$bin/testbarrier" -i "$iters" 2>&1)
@@ -69,6 +84,12 @@ for path in $paths; do
         for r in $(seq 1 "$rounds"); do
             order=(rgasnet "$peer")
             [ $((r % 2)) -eq 0 ] && order=("$peer" rgasnet)
+            if [ "$path" = shm ] && [ -n "$floor" ]; then
+                # Three sides: each goes first in turn.
+                case $((r % 3)) in
+                1) order=(rgasnet smp floor) ;; 2) order=(smp floor rgasnet) ;; 0) order=(floor rgasnet smp) ;;
+                esac
+            fi
             for side in "${order[@]}"; do
                 v=$(run "$side" "$path" "$n")
                 echo "$path $n round $r $side $v us"
@@ -79,15 +100,21 @@ for path in $paths; do
 done
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
-echo "Named barrier, medians of $rounds alternating rounds (us; ratio: median of per-round rgasnet / peer)"
-printf '%-5s %6s %12s %12s %8s\n' path ranks rgasnet peer ratio
+# per_round PATH RANKS A B: the median over rounds of side A's figure / side B's.
+per_round() {
+    awk -v p="$1" -v n="$2" -v a="$3" -v b="$4" '$1 == p && $2 == n { v[$3, $4] = $5 }
+        END { for (k in v) { split(k, x, SUBSEP); r = x[1]
+                  if (x[2] == a && ((r, b) in v) && v[r, b] > 0) print v[r, a] / v[r, b] } }' "$results" |
+        median | awk '{ if ($1 == "-") print "-"; else printf "%.3f\n", $1 }'
+}
+echo "Named barrier, medians of $rounds alternating rounds (us; ratios: medians of per-round ratios)"
+printf '%-5s %6s %12s %12s %8s %8s %14s %11s\n' path ranks rgasnet peer floor ratio rgasnet/floor peer/floor
 for path in $paths; do
     for n in "${ranks[@]}"; do
-        ours=$(awk -v p="$path" -v n="$n" '$1 == p && $2 == n && $4 == "rgasnet" { print $5 }' "$results" | median)
-        theirs=$(awk -v p="$path" -v n="$n" '$1 == p && $2 == n && $4 != "rgasnet" { print $5 }' "$results" | median)
-        ratio=$(awk -v p="$path" -v n="$n" '$1 == p && $2 == n { v[$3, $4 == "rgasnet"] = $5 }
-            END { for (k in v) { split(k, a, SUBSEP); r = a[1]
-                      if (a[2] == 1 && ((r, 0) in v) && v[r, 0] > 0) print v[r, 1] / v[r, 0] } }' "$results" | median)
-        printf '%-5s %6s %12s %12s %8.3f\n' "$path" "$n" "$ours" "$theirs" "$ratio"
+        peer=$([ "$path" = shm ] && echo smp || echo udp)
+        side() { awk -v p="$path" -v n="$n" -v s="$1" '$1 == p && $2 == n && $4 == s { print $5 }' "$results" | median; }
+        printf '%-5s %6s %12s %12s %8s %8s %14s %11s\n' "$path" "$n" "$(side rgasnet)" "$(side "$peer")" \
+            "$(side floor)" "$(per_round "$path" "$n" rgasnet "$peer")" \
+            "$(per_round "$path" "$n" rgasnet floor)" "$(per_round "$path" "$n" "$peer" floor)"
     done
 done

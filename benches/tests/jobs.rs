@@ -407,6 +407,45 @@ fn queue_floor_measures_the_queues_next_to_the_floors_and_refuses_a_bad_count() 
 }
 
 #[test]
+fn barrier_floor_prints_a_positive_time_per_barrier_and_refuses_bad_counts() {
+    let exe = built(
+        bin_dir().join("examples").join("barrier_floor"),
+        &["-p", "rgasnet-bench", "--example", "barrier_floor"],
+    );
+    let job = |args: &[&str]| {
+        run(&Job {
+            program: exe.clone(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env: vec![],
+            timeout: Duration::from_secs(120),
+        })
+        .unwrap()
+    };
+    // Three ranks: more than this 2-CPU machine has, so the members yield. The figure is
+    // only checked to be a positive time: no threshold on timing.
+    let out = job(&["3", "500", "1"]);
+    assert!(out.success(), "{}\n{}", out.stdout, out.stderr);
+    let line = line_of(&out.stdout, "counter-barrier floor, 3 ranks on ");
+    let us: f64 = line
+        .rsplit(": ")
+        .next()
+        .and_then(|v| v.strip_suffix(" us"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(us.is_finite() && us > 0.0, "{line}");
+    let bad = job(&["0"]);
+    assert!(!bad.success());
+    assert_has(&bad.stderr, "RANKS must be a positive integer, not \"0\"");
+    let missing = job(&[]);
+    assert!(!missing.success());
+    assert_has(
+        &missing.stderr,
+        "usage: barrier_floor RANKS [ITERATIONS] [RUNS]",
+    );
+}
+
+#[test]
 fn bad_arguments_are_reported_not_run() {
     let out = Command::new(env!("CARGO_BIN_EXE_testam"))
         .args(["--min-size", "2M", "--max-size", "1M"])

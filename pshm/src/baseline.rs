@@ -151,6 +151,146 @@ impl Drop for Child {
     }
 }
 
+/// Words of the counter-barrier floor ([`shm_counter_barrier`]), on lines of their own apart
+/// from the ping-pongs' words: the arrival counter, and the generation on the next line (as the
+/// node barrier lays them out), then the parameters the members read after the fork.
+const FLOOR_COUNT: usize = 32;
+const FLOOR_GENERATION: usize = 40;
+const FLOOR_MEMBERS: usize = 48;
+const FLOOR_BARRIERS: usize = 49;
+const FLOOR_YIELD: usize = 50;
+/// Barriers before timing starts: every member has been scheduled and the lines are hot.
+const FLOOR_WARM_UP: u64 = 2000;
+
+/// Median time per barrier of the least a shared-memory barrier among `members` processes
+/// costs this machine: this process and `members - 1` forked children, with no AM layer
+/// around them, run a counter barrier: one atomic increment per arrival, the last arriver
+/// resets the counter and bumps a generation that the others wait on. They wait by
+/// `sched_yield` between looks when `yield_cpu` (a host with more ranks than CPUs, where the
+/// awaited ranks need this CPU: the scheduler's floor), else by spinning. `runs` runs of
+/// `iterations` barriers each.
+pub fn shm_counter_barrier(
+    members: u32,
+    yield_cpu: bool,
+    iterations: u32,
+    runs: u32,
+) -> Result<Duration, BaselineError> {
+    if iterations == 0 || runs == 0 || members == 0 {
+        return Err(BaselineError::Empty);
+    }
+    let map = Mapping::anonymous(4096)?;
+    let words = map.words();
+    let total = FLOOR_WARM_UP + u64::from(iterations) * u64::from(runs);
+    words[PARENT].store(u64::from(std::process::id()), Ordering::Relaxed);
+    words[FLOOR_MEMBERS].store(u64::from(members), Ordering::Relaxed);
+    words[FLOOR_BARRIERS].store(total, Ordering::Relaxed);
+    words[FLOOR_YIELD].store(u64::from(yield_cpu), Ordering::Relaxed);
+    let mut children = Vec::with_capacity(members as usize - 1);
+    for _ in 1..members {
+        children.push(Child(fork_child(&map, barrier_member)?));
+    }
+    let (count, generation) = (&words[FLOOR_COUNT], &words[FLOOR_GENERATION]);
+    let member = FloorMember {
+        count,
+        generation,
+        members: u64::from(members),
+        yield_cpu,
+    };
+    let start = Instant::now();
+    let barrier = || -> Result<(), BaselineError> {
+        // A member that died leaves the others waiting forever: give up after the timeout.
+        if member.barrier(|| start.elapsed() > PARTNER_TIMEOUT) {
+            Ok(())
+        } else {
+            Err(BaselineError::PartnerTimeout(PARTNER_TIMEOUT))
+        }
+    };
+    for _ in 0..FLOOR_WARM_UP {
+        barrier()?;
+    }
+    let mut samples = Vec::with_capacity(runs as usize);
+    for _ in 0..runs {
+        let t = Instant::now();
+        for _ in 0..iterations {
+            barrier()?;
+        }
+        samples.push(t.elapsed() / iterations);
+    }
+    for child in children {
+        child.reap();
+    }
+    median(&mut samples).ok_or(BaselineError::Empty)
+}
+
+/// One member's view of the floor's counter barrier.
+struct FloorMember<'a> {
+    count: &'a AtomicU64,
+    generation: &'a AtomicU64,
+    members: u64,
+    yield_cpu: bool,
+}
+
+impl FloorMember<'_> {
+    /// Arrives and waits for the others; false if `give_up()` said so first (it is asked
+    /// every few thousand looks).
+    fn barrier(&self, mut give_up: impl FnMut() -> bool) -> bool {
+        // Acquire: pairs with the last arriver's Release bump of the previous barrier, so the
+        // counter reset it made before is seen (the node barrier's reasoning).
+        let generation = self.generation.load(Ordering::Acquire);
+        // AcqRel: the last arriver sees everyone's arrival before it completes the barrier.
+        if self.count.fetch_add(1, Ordering::AcqRel) + 1 == self.members {
+            // Relaxed: published by the Release bump below.
+            self.count.store(0, Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::Release);
+            return true;
+        }
+        let mut looks = 0u32;
+        // Acquire: completion orders everyone's arrival before what follows.
+        while self.generation.load(Ordering::Acquire) == generation {
+            if self.yield_cpu {
+                // `sched_yield` itself: no allocation or lock, safe in the forked child.
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+            looks = looks.wrapping_add(1);
+            if looks % 4096 == 0 && give_up() {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// A forked member of the counter-barrier floor: runs as many barriers as the parent, or
+/// gives up when the parent is gone. Only atomics and raw system calls (see `fork_child`).
+fn barrier_member(words: &[AtomicU64]) -> i32 {
+    let (Some(count), Some(generation), Some(members), Some(total), Some(yield_cpu), Some(parent)) = (
+        words.get(FLOOR_COUNT),
+        words.get(FLOOR_GENERATION),
+        words.get(FLOOR_MEMBERS),
+        words.get(FLOOR_BARRIERS),
+        words.get(FLOOR_YIELD),
+        words.get(PARENT),
+    ) else {
+        return 2;
+    };
+    let member = FloorMember {
+        count,
+        generation,
+        members: members.load(Ordering::Relaxed),
+        yield_cpu: yield_cpu.load(Ordering::Relaxed) != 0,
+    };
+    let parent = parent.load(Ordering::Relaxed);
+    let orphaned = || i64::from(nix::unistd::getppid().as_raw()) != parent as i64;
+    for _ in 0..total.load(Ordering::Relaxed) {
+        if !member.barrier(orphaned) {
+            return 1;
+        }
+    }
+    0
+}
+
 /// Median bandwidth in MB/s (10^6 bytes per second) of copying `bytes` bytes between two
 /// buffers with `copy_from_slice` (i.e. `memcpy`), `runs` runs.
 pub fn memcpy_bandwidth(bytes: usize, runs: u32) -> Result<f64, BaselineError> {
@@ -226,6 +366,25 @@ mod tests {
             shm_two_line_pingpong(1, 0),
             Err(BaselineError::Empty)
         ));
+    }
+
+    #[test]
+    fn counter_barrier_floor_runs_among_forked_members_spinning_or_yielding() {
+        // Every member must arrive at each barrier, or the parent would wait and fail with
+        // PartnerTimeout. Spinning with two processes (one per CPU of a 2-core CI machine),
+        // yielding with three.
+        for (members, yield_cpu) in [(2, false), (3, true)] {
+            let per_barrier = shm_counter_barrier(members, yield_cpu, 200, 2).unwrap();
+            assert!(per_barrier > Duration::ZERO);
+        }
+        // One member (no child) completes every barrier alone.
+        assert!(shm_counter_barrier(1, false, 10, 1).unwrap() > Duration::ZERO);
+        for (members, iterations, runs) in [(0, 1, 1), (2, 0, 1), (2, 1, 0)] {
+            assert!(matches!(
+                shm_counter_barrier(members, true, iterations, runs),
+                Err(BaselineError::Empty)
+            ));
+        }
     }
 
     #[test]

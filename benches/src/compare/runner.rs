@@ -25,7 +25,7 @@ struct JobSlot {
     state: Mutex<SlotState>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 struct SlotState {
     /// The running job's process group (its leader's pid); 0 when none runs.
     group: i32,
