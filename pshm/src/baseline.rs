@@ -61,26 +61,38 @@ fn pingpong(iterations: u32, runs: u32, answer_at: usize) -> Result<Duration, Ba
     let flag = &words[FLAG];
     let answer = &words[answer_at];
     let mut next = 1u64;
-    let mut round_trip = || -> Result<(), BaselineError> {
+    let round_trip = || -> Result<(), BaselineError> {
         flag.store(next, Ordering::Release);
         wait_for(answer, next + 1)?;
         next += 2;
         Ok(())
     };
     // Warm-up: the partner is scheduled and the line is hot.
-    for _ in 0..WARM_UP {
-        round_trip()?;
+    let per_trip = timed_runs(u64::from(WARM_UP), iterations, runs, round_trip);
+    flag.store(STOP, Ordering::Release);
+    child.reap();
+    per_trip
+}
+
+/// Runs `step` `warm_up` times, then `runs` timed runs of `iterations` steps; the median time
+/// per step over the runs. Stops at the first error.
+fn timed_runs(
+    warm_up: u64,
+    iterations: u32,
+    runs: u32,
+    mut step: impl FnMut() -> Result<(), BaselineError>,
+) -> Result<Duration, BaselineError> {
+    for _ in 0..warm_up {
+        step()?;
     }
     let mut samples = Vec::with_capacity(runs as usize);
     for _ in 0..runs {
         let t = Instant::now();
         for _ in 0..iterations {
-            round_trip()?;
+            step()?;
         }
         samples.push(t.elapsed() / iterations);
     }
-    flag.store(STOP, Ordering::Release);
-    child.reap();
     median(&mut samples).ok_or(BaselineError::Empty)
 }
 
@@ -196,30 +208,19 @@ pub fn shm_counter_barrier(
         members: u64::from(members),
         yield_cpu,
     };
-    let start = Instant::now();
     let barrier = || -> Result<(), BaselineError> {
         // A member that died leaves the others waiting forever: give up after the timeout.
-        if member.barrier(|| start.elapsed() > PARTNER_TIMEOUT) {
+        if member.barrier(|waiting_since| waiting_since.elapsed() > PARTNER_TIMEOUT) {
             Ok(())
         } else {
             Err(BaselineError::PartnerTimeout(PARTNER_TIMEOUT))
         }
     };
-    for _ in 0..FLOOR_WARM_UP {
-        barrier()?;
-    }
-    let mut samples = Vec::with_capacity(runs as usize);
-    for _ in 0..runs {
-        let t = Instant::now();
-        for _ in 0..iterations {
-            barrier()?;
-        }
-        samples.push(t.elapsed() / iterations);
-    }
+    let per_barrier = timed_runs(FLOOR_WARM_UP, iterations, runs, barrier);
     for child in children {
         child.reap();
     }
-    median(&mut samples).ok_or(BaselineError::Empty)
+    per_barrier
 }
 
 /// One member's view of the floor's counter barrier.
@@ -231,9 +232,9 @@ struct FloorMember<'a> {
 }
 
 impl FloorMember<'_> {
-    /// Arrives and waits for the others; false if `give_up()` said so first (it is asked
-    /// every few thousand looks).
-    fn barrier(&self, mut give_up: impl FnMut() -> bool) -> bool {
+    /// Arrives and waits for the others; false if `give_up(since)` said so first (it is
+    /// asked every few thousand looks, with the time of the wait's first asking).
+    fn barrier(&self, mut give_up: impl FnMut(Instant) -> bool) -> bool {
         // Acquire: pairs with the last arriver's Release bump of the previous barrier, so the
         // counter reset it made before is seen (the node barrier's reasoning).
         let generation = self.generation.load(Ordering::Acquire);
@@ -245,6 +246,8 @@ impl FloorMember<'_> {
             return true;
         }
         let mut looks = 0u32;
+        // Read at the first asking, so that a wait that ends soon reads no clock.
+        let mut since = None;
         // Acquire: completion orders everyone's arrival before what follows.
         while self.generation.load(Ordering::Acquire) == generation {
             if self.yield_cpu {
@@ -254,7 +257,7 @@ impl FloorMember<'_> {
                 std::hint::spin_loop();
             }
             looks = looks.wrapping_add(1);
-            if looks % 4096 == 0 && give_up() {
+            if looks % 4096 == 0 && give_up(*since.get_or_insert_with(Instant::now)) {
                 return false;
             }
         }
@@ -282,7 +285,8 @@ fn barrier_member(words: &[AtomicU64]) -> i32 {
         yield_cpu: yield_cpu.load(Ordering::Relaxed) != 0,
     };
     let parent = parent.load(Ordering::Relaxed);
-    let orphaned = || i64::from(nix::unistd::getppid().as_raw()) != parent as i64;
+    // `clock_gettime` (the wait's start) and `getppid` are async-signal-safe.
+    let orphaned = |_since| i64::from(nix::unistd::getppid().as_raw()) != parent as i64;
     for _ in 0..total.load(Ordering::Relaxed) {
         if !member.barrier(orphaned) {
             return 1;
