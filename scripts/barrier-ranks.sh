@@ -87,7 +87,7 @@ for path in $paths; do
             if [ "$path" = shm ] && [ -n "$floor" ]; then
                 # Three sides: each goes first in turn.
                 case $((r % 3)) in
-                1) order=(rgasnet smp floor) ;; 2) order=(smp floor rgasnet) ;; 0) order=(floor rgasnet smp) ;;
+                1) order=(rgasnet "$peer" floor) ;; 2) order=("$peer" floor rgasnet) ;; 0) order=(floor rgasnet "$peer") ;;
                 esac
             fi
             for side in "${order[@]}"; do

@@ -437,6 +437,12 @@ fn barrier_floor_prints_a_positive_time_per_barrier_and_refuses_bad_counts() {
     let bad = job(&["0"]);
     assert!(!bad.success());
     assert_has(&bad.stderr, "RANKS must be a positive integer, not \"0\"");
+    let many = job(&["2000"]);
+    assert!(!many.success());
+    assert_has(
+        &many.stderr,
+        "the barrier floor forks at most 1024 processes, not 2000",
+    );
     let missing = job(&[]);
     assert!(!missing.success());
     assert_has(

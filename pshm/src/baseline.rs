@@ -11,8 +11,10 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::barrier::{BarrierName, BarrierWords};
 use crate::error::BaselineError;
-use crate::segment::{fork_child, Mapping};
+use crate::segment::{as_u32, fork_child, Mapping};
+use crate::wait::{spin_until, WaitPolicy};
 
 /// How long the ping-pong waits for its partner before giving up.
 const PARTNER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -163,24 +165,30 @@ impl Drop for Child {
     }
 }
 
-/// Words of the counter-barrier floor ([`shm_counter_barrier`]), on lines of their own apart
-/// from the ping-pongs' words: the arrival counter, and the generation on the next line (as the
-/// node barrier lays them out), then the parameters the members read after the fork.
+/// Words of the counter-barrier floor ([`shm_counter_barrier`]), apart from the ping-pongs'
+/// words and laid out as the node barrier's (`layout`): the arrival counter on a line of its
+/// own, the generation with the two name words on the next, the sleeper count on another;
+/// then the parameters the members read after the fork.
 const FLOOR_COUNT: usize = 32;
 const FLOOR_GENERATION: usize = 40;
+const FLOOR_NAMES: [usize; 2] = [FLOOR_GENERATION + 1, FLOOR_GENERATION + 2];
 const FLOOR_MEMBERS: usize = 48;
 const FLOOR_BARRIERS: usize = 49;
 const FLOOR_YIELD: usize = 50;
+const FLOOR_SLEEPERS: usize = 56;
 /// Barriers before timing starts: every member has been scheduled and the lines are hot.
 const FLOOR_WARM_UP: u64 = 2000;
+/// The most processes the floor forks.
+pub const MAX_FLOOR_MEMBERS: u32 = 1024;
 
-/// Median time per barrier of the least a shared-memory barrier among `members` processes
-/// costs this machine: this process and `members - 1` forked children, with no AM layer
-/// around them, run a counter barrier: one atomic increment per arrival, the last arriver
-/// resets the counter and bumps a generation that the others wait on. They wait by
-/// `sched_yield` between looks when `yield_cpu` (a host with more ranks than CPUs, where the
-/// awaited ranks need this CPU: the scheduler's floor), else by spinning. `runs` runs of
-/// `iterations` barriers each.
+/// Median time per barrier of the node barrier's shared counter (`barrier`) among `members`
+/// processes with nothing above it: this process and `members - 1` forked children arrive
+/// (one atomic increment each; the last resets the counter and bumps the generation) and wait
+/// for the generation as the node's waits do (`wait::spin_until`), yielding the CPU between
+/// looks when `yield_cpu` (a host with more ranks than CPUs: then this is the scheduler's
+/// floor), else spinning. No AM layer, no extended API: what a barrier costs this machine
+/// before their code runs. `runs` runs of `iterations` barriers each. A member that waits
+/// longer than [`PARTNER_TIMEOUT`] gives up (the parent with `PartnerTimeout`).
 pub fn shm_counter_barrier(
     members: u32,
     yield_cpu: bool,
@@ -190,10 +198,16 @@ pub fn shm_counter_barrier(
     if iterations == 0 || runs == 0 || members == 0 {
         return Err(BaselineError::Empty);
     }
+    if members > MAX_FLOOR_MEMBERS {
+        return Err(BaselineError::TooManyMembers {
+            members,
+            max: MAX_FLOOR_MEMBERS,
+        });
+    }
     let map = Mapping::anonymous(4096)?;
     let words = map.words();
     let total = FLOOR_WARM_UP + u64::from(iterations) * u64::from(runs);
-    words[PARENT].store(u64::from(std::process::id()), Ordering::Relaxed);
+    // Relaxed: the fork orders these before the children read them.
     words[FLOOR_MEMBERS].store(u64::from(members), Ordering::Relaxed);
     words[FLOOR_BARRIERS].store(total, Ordering::Relaxed);
     words[FLOOR_YIELD].store(u64::from(yield_cpu), Ordering::Relaxed);
@@ -201,16 +215,9 @@ pub fn shm_counter_barrier(
     for _ in 1..members {
         children.push(Child(fork_child(&map, barrier_member)?));
     }
-    let (count, generation) = (&words[FLOOR_COUNT], &words[FLOOR_GENERATION]);
-    let member = FloorMember {
-        count,
-        generation,
-        members: u64::from(members),
-        yield_cpu,
-    };
-    let barrier = || -> Result<(), BaselineError> {
-        // A member that died leaves the others waiting forever: give up after the timeout.
-        if member.barrier(|waiting_since| waiting_since.elapsed() > PARTNER_TIMEOUT) {
+    let floor = floor_words(words).ok_or(BaselineError::Empty)?;
+    let barrier = || {
+        if floor_barrier(&floor, members, yield_cpu) {
             Ok(())
         } else {
             Err(BaselineError::PartnerTimeout(PARTNER_TIMEOUT))
@@ -223,72 +230,43 @@ pub fn shm_counter_barrier(
     per_barrier
 }
 
-/// One member's view of the floor's counter barrier.
-struct FloorMember<'a> {
-    count: &'a AtomicU64,
-    generation: &'a AtomicU64,
-    members: u64,
-    yield_cpu: bool,
+/// The floor's barrier words in `words`; `None` if the mapping is too short.
+fn floor_words(words: &[AtomicU64]) -> Option<BarrierWords<'_>> {
+    Some(BarrierWords {
+        count: as_u32(words.get(FLOOR_COUNT)?),
+        generation: as_u32(words.get(FLOOR_GENERATION)?),
+        sleepers: as_u32(words.get(FLOOR_SLEEPERS)?),
+        names: [words.get(FLOOR_NAMES[0])?, words.get(FLOOR_NAMES[1])?],
+    })
 }
 
-impl FloorMember<'_> {
-    /// Arrives and waits for the others; false if `give_up(since)` said so first (it is
-    /// asked every few thousand looks, with the time of the wait's first asking).
-    fn barrier(&self, mut give_up: impl FnMut(Instant) -> bool) -> bool {
-        // Acquire: pairs with the last arriver's Release bump of the previous barrier, so the
-        // counter reset it made before is seen (the node barrier's reasoning).
-        let generation = self.generation.load(Ordering::Acquire);
-        // AcqRel: the last arriver sees everyone's arrival before it completes the barrier.
-        if self.count.fetch_add(1, Ordering::AcqRel) + 1 == self.members {
-            // Relaxed: published by the Release bump below.
-            self.count.store(0, Ordering::Relaxed);
-            self.generation.fetch_add(1, Ordering::Release);
-            return true;
-        }
-        let mut looks = 0u32;
-        // Read at the first asking, so that a wait that ends soon reads no clock.
-        let mut since = None;
-        // Acquire: completion orders everyone's arrival before what follows.
-        while self.generation.load(Ordering::Acquire) == generation {
-            if self.yield_cpu {
-                // `sched_yield` itself: no allocation or lock, safe in the forked child.
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
-            looks = looks.wrapping_add(1);
-            if looks % 4096 == 0 && give_up(*since.get_or_insert_with(Instant::now)) {
-                return false;
-            }
-        }
-        true
-    }
+/// One anonymous barrier of the floor; false if it did not complete within the timeout.
+fn floor_barrier(floor: &BarrierWords<'_>, members: u32, yield_cpu: bool) -> bool {
+    let ticket = floor.arrive(members, BarrierName::default());
+    let policy = WaitPolicy {
+        spin: PARTNER_TIMEOUT,
+        yield_cpu,
+    };
+    spin_until(policy, || floor.done(ticket))
 }
 
-/// A forked member of the counter-barrier floor: runs as many barriers as the parent, or
-/// gives up when the parent is gone. Only atomics and raw system calls (see `fork_child`).
+/// A forked member of the counter-barrier floor: runs as many barriers as the parent. Only
+/// atomics, the clock and `sched_yield` (see `fork_child`); a parent that died leaves it
+/// waiting, and it gives up after [`PARTNER_TIMEOUT`].
 fn barrier_member(words: &[AtomicU64]) -> i32 {
-    let (Some(count), Some(generation), Some(members), Some(total), Some(yield_cpu), Some(parent)) = (
-        words.get(FLOOR_COUNT),
-        words.get(FLOOR_GENERATION),
+    let (Some(floor), Some(members), Some(total), Some(yield_cpu)) = (
+        floor_words(words),
         words.get(FLOOR_MEMBERS),
         words.get(FLOOR_BARRIERS),
         words.get(FLOOR_YIELD),
-        words.get(PARENT),
     ) else {
         return 2;
     };
-    let member = FloorMember {
-        count,
-        generation,
-        members: members.load(Ordering::Relaxed),
-        yield_cpu: yield_cpu.load(Ordering::Relaxed) != 0,
-    };
-    let parent = parent.load(Ordering::Relaxed);
-    // `clock_gettime` (the wait's start) and `getppid` are async-signal-safe.
-    let orphaned = |_since| i64::from(nix::unistd::getppid().as_raw()) != parent as i64;
+    // Relaxed: written before the fork.
+    let members = members.load(Ordering::Relaxed) as u32;
+    let yield_cpu = yield_cpu.load(Ordering::Relaxed) != 0;
     for _ in 0..total.load(Ordering::Relaxed) {
-        if !member.barrier(orphaned) {
+        if !floor_barrier(&floor, members, yield_cpu) {
             return 1;
         }
     }
@@ -389,6 +367,12 @@ mod tests {
                 Err(BaselineError::Empty)
             ));
         }
+        // A count that would fork thousands of processes is refused before any fork.
+        let e = shm_counter_barrier(MAX_FLOOR_MEMBERS + 1, true, 1, 1).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the barrier floor forks at most 1024 processes, not 1025"
+        );
     }
 
     #[test]

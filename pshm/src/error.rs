@@ -165,4 +165,12 @@ pub enum BaselineError {
     /// Nothing to measure (zero runs or iterations).
     #[error("a baseline needs at least one run and one iteration")]
     Empty,
+    /// The barrier floor was asked for more processes than it forks.
+    #[error("the barrier floor forks at most {max} processes, not {members}")]
+    TooManyMembers {
+        /// The number asked for.
+        members: u32,
+        /// [`crate::baseline::MAX_FLOOR_MEMBERS`].
+        max: u32,
+    },
 }
