@@ -107,14 +107,16 @@ per_round() {
                   if (x[2] == a && ((r, b) in v) && v[r, b] > 0) print v[r, a] / v[r, b] } }' "$results" |
         median | awk '{ if ($1 == "-") print "-"; else printf "%.3f\n", $1 }'
 }
+# side PATH RANKS SIDE: the median of SIDE's figures over the rounds.
+side() { awk -v p="$1" -v n="$2" -v s="$3" '$1 == p && $2 == n && $4 == s { print $5 }' "$results" | median; }
 echo "Named barrier, medians of $rounds alternating rounds (us; ratios: medians of per-round ratios)"
 printf '%-5s %6s %12s %12s %8s %8s %14s %11s\n' path ranks rgasnet peer floor ratio rgasnet/floor peer/floor
 for path in $paths; do
     for n in "${ranks[@]}"; do
         peer=$([ "$path" = shm ] && echo smp || echo udp)
-        side() { awk -v p="$path" -v n="$n" -v s="$1" '$1 == p && $2 == n && $4 == s { print $5 }' "$results" | median; }
-        printf '%-5s %6s %12s %12s %8s %8s %14s %11s\n' "$path" "$n" "$(side rgasnet)" "$(side "$peer")" \
-            "$(side floor)" "$(per_round "$path" "$n" rgasnet "$peer")" \
+        printf '%-5s %6s %12s %12s %8s %8s %14s %11s\n' "$path" "$n" "$(side "$path" "$n" rgasnet)" \
+            "$(side "$path" "$n" "$peer")" "$(side "$path" "$n" floor)" \
+            "$(per_round "$path" "$n" rgasnet "$peer")" \
             "$(per_round "$path" "$n" rgasnet floor)" "$(per_round "$path" "$n" "$peer" floor)"
     done
 done

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::barrier::{BarrierName, BarrierWords};
-use crate::error::BaselineError;
+use crate::error::{BaselineError, SetupError};
 use crate::segment::{as_u32, fork_child, Mapping};
 use crate::wait::{spin_until, WaitPolicy};
 
@@ -206,6 +206,13 @@ pub fn shm_counter_barrier(
     }
     let map = Mapping::anonymous(4096)?;
     let words = map.words();
+    // Before any child exists, so that this failure leaves none waiting.
+    let floor = floor_words(words).ok_or_else(|| {
+        SetupError::Config(format!(
+            "the barrier floor's words lie beyond its mapping of {} words",
+            words.len()
+        ))
+    })?;
     let total = FLOOR_WARM_UP + u64::from(iterations) * u64::from(runs);
     // Relaxed: the fork orders these before the children read them.
     words[FLOOR_MEMBERS].store(u64::from(members), Ordering::Relaxed);
@@ -215,7 +222,6 @@ pub fn shm_counter_barrier(
     for _ in 1..members {
         children.push(Child(fork_child(&map, barrier_member)?));
     }
-    let floor = floor_words(words).ok_or(BaselineError::Empty)?;
     let barrier = || {
         if floor_barrier(&floor, members, yield_cpu) {
             Ok(())
