@@ -3,21 +3,25 @@
 //! argument) through the real rings, rank 0 by `try_send_request` and rank 1 by
 //! `try_send_reply`, each polling its own inbox. Next to it, in the same run, the raw flag
 //! and two-line ping-pongs of `rgasnet_pshm::baseline`, the floors that `testam`'s
-//! shared-memory target lines divide by.
+//! shared-memory target lines divide by, and its ring ping-pong: two lines that move to the
+//! next cell of a ring per message, the floor for any queue built as a ring of cells.
 //!
 //! ```text
 //! cargo run --release -p rgasnet-bench --example queue_floor -- [RUNS]
 //! ```
 //!
-//! Prints each floor's median over `RUNS` runs (default 7) of 100,000 round trips, and the
-//! queue's ratio to the two-line floor. The queue ping-pong has no handler table, token,
-//! checks or statistics: what is left between it and `testam`'s AM Short is the conduit.
+//! Runs `RUNS` rounds (default 7); each round runs every floor and the queue once, 100,000
+//! round trips each, in turn, so that this VM's changes of speed hit them alike. Prints each
+//! one's median over the rounds, and the median over the rounds of the queue's and the ring's
+//! ratios to the two-line floor and of the queue's to the ring. The queue ping-pong has no
+//! handler table, token, checks or statistics: what is left between it and `testam`'s AM Short
+//! is the conduit.
 
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use rgasnet_pshm::baseline::{median, shm_flag_pingpong, shm_two_line_pingpong};
+use rgasnet_pshm::baseline::{median, shm_flag_pingpong, shm_ring_pingpong, shm_two_line_pingpong};
 use rgasnet_pshm::{AmMessage, Body, Node, NodeConfig, Receiver};
 
 /// Round trips per run (as many again warm up first).
@@ -33,17 +37,36 @@ fn main() -> Result<()> {
             _ => bail!("RUNS must be a positive integer, not {a:?}"),
         },
     };
-    let flag = shm_flag_pingpong(TRIPS, runs).context("flag ping-pong")?;
-    let two = shm_two_line_pingpong(TRIPS, runs).context("two-line ping-pong")?;
-    let mut queue = queue_pingpong(runs)?;
-    let queue = median(&mut queue).ok_or_else(|| anyhow!("no run"))?;
+    let mut rounds: Vec<[Duration; 4]> = Vec::with_capacity(runs as usize);
+    for _ in 0..runs {
+        let flag = shm_flag_pingpong(TRIPS, 1).context("flag ping-pong")?;
+        let two = shm_two_line_pingpong(TRIPS, 1).context("two-line ping-pong")?;
+        let ring = shm_ring_pingpong(TRIPS, 1).context("ring ping-pong")?;
+        let queue = queue_pingpong(1)?;
+        let queue = *queue.first().ok_or_else(|| anyhow!("no queue run"))?;
+        rounds.push([flag, two, ring, queue]);
+    }
     let ns = |d: Duration| d.as_secs_f64() * 1e9;
-    println!("flag ping-pong: {:.1} ns", ns(flag));
-    println!("two-line ping-pong: {:.1} ns", ns(two));
+    let column = |i: usize| -> Result<f64> {
+        let mut v: Vec<Duration> = rounds.iter().map(|r| r[i]).collect();
+        median(&mut v).map(ns).ok_or_else(|| anyhow!("no run"))
+    };
+    let ratio = |num: usize, den: usize| -> Result<f64> {
+        let mut v: Vec<f64> = rounds.iter().map(|r| ns(r[num]) / ns(r[den])).collect();
+        median(&mut v).ok_or_else(|| anyhow!("no run"))
+    };
+    println!("flag ping-pong: {:.1} ns", column(0)?);
+    println!("two-line ping-pong: {:.1} ns", column(1)?);
     println!(
-        "queue ping-pong (Short, 1 argument): {:.1} ns = {:.3} x two-line",
-        ns(queue),
-        ns(queue) / ns(two)
+        "ring ping-pong: {:.1} ns = {:.3} x two-line",
+        column(2)?,
+        ratio(2, 1)?
+    );
+    println!(
+        "queue ping-pong (Short, 1 argument): {:.1} ns = {:.3} x two-line = {:.3} x ring",
+        column(3)?,
+        ratio(3, 1)?,
+        ratio(3, 2)?
     );
     Ok(())
 }

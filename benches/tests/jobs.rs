@@ -392,15 +392,34 @@ fn queue_floor_measures_the_queues_next_to_the_floors_and_refuses_a_bad_count() 
     };
     ns("flag ping-pong: ");
     let two = ns("two-line ping-pong: ");
+    let ring = ns("ring ping-pong: ");
     let queue = ns("queue ping-pong (Short, 1 argument): ");
-    let ratio: f64 = line_of(&out.stdout, "queue ping-pong")
-        .split(" = ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!((ratio - queue / two).abs() < 0.01, "{}", out.stdout);
+    // The `n`th ratio of a line (`... ns = R x two-line = Q x ring`).
+    let ratio = |prefix: &str, n: usize| -> f64 {
+        line_of(&out.stdout, prefix)
+            .split(" = ")
+            .nth(n)
+            .and_then(|r| r.split(' ').next())
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    // One round: each ratio is that round's, i.e. the quotient of the printed figures.
+    assert!(
+        (ratio("ring ping-pong", 1) - ring / two).abs() < 0.01,
+        "{}",
+        out.stdout
+    );
+    assert!(
+        (ratio("queue ping-pong", 1) - queue / two).abs() < 0.01,
+        "{}",
+        out.stdout
+    );
+    assert!(
+        (ratio("queue ping-pong", 2) - queue / ring).abs() < 0.01,
+        "{}",
+        out.stdout
+    );
     let bad = job("0");
     assert!(!bad.success());
     assert_has(&bad.stderr, "RUNS must be a positive integer, not \"0\"");

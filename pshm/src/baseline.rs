@@ -1,8 +1,10 @@
 //! Raw baselines of this machine, printed by the benchmarks next to their own figures: a flag
 //! ping-pong through shared memory between two processes (the floor for any shared-memory AM
 //! round trip), the same ping-pong with the request and the answer on two cache lines (the
-//! floor for any design that carries a message each way in its own line, as queues do) and
-//! `memcpy` bandwidth (the ceiling for a put).
+//! floor for any design that carries a message each way in its own line, as queues do), the
+//! same again with every message in the next cell of a ring (the floor for a queue that moves
+//! through a ring of cells, as `rgasnet-pshm`'s do), a counter barrier among forked processes
+//! (the floor for the node barrier) and `memcpy` bandwidth (the ceiling for a put).
 //!
 //! Run them while the job's other processes are idle: the ping-pong needs two cores.
 #![deny(unsafe_code)]
@@ -49,6 +51,105 @@ pub fn shm_flag_pingpong(iterations: u32, runs: u32) -> Result<Duration, Baselin
 /// message queues costs before any software runs.
 pub fn shm_two_line_pingpong(iterations: u32, runs: u32) -> Result<Duration, BaselineError> {
     pingpong(iterations, runs, OTHER_LINE)
+}
+
+/// [`shm_two_line_pingpong`] with every message in a new cache line: the request and the
+/// answer each go to the next 64-byte cell of a ring of [`RING_CELLS`] cells (one ring per
+/// direction), committed by storing the cell's position + 1 in its first word, as
+/// `rgasnet-pshm`'s queues do. Nothing else of a queue: no reservation, no record header, no
+/// release of consumed cells. So this is the floor for any queue that moves through a ring of
+/// cells, and its distance from the two-line figure is what moving to a new line per message
+/// costs on the machine at hand.
+pub fn shm_ring_pingpong(iterations: u32, runs: u32) -> Result<Duration, BaselineError> {
+    if iterations == 0 || runs == 0 {
+        return Err(BaselineError::Empty);
+    }
+    let map = Mapping::anonymous((RING_FIRST + 2 * RING_CELLS * CELL_WORDS) * 8)?;
+    let words = map.words();
+    let (Some(requests), Some(answers)) = (ring_cells(words, 0), ring_cells(words, 1)) else {
+        return Err(BaselineError::Setup(SetupError::Config(format!(
+            "the ring ping-pong's cells lie beyond its mapping of {} words",
+            words.len()
+        ))));
+    };
+    words[PARENT].store(u64::from(std::process::id()), Ordering::Relaxed);
+    let child = Child(fork_child(&map, ring_partner)?);
+    let mut position = 0u64;
+    let round_trip = || -> Result<(), BaselineError> {
+        let cell = ring_cell(requests, position);
+        cell[1].store(position, Ordering::Relaxed);
+        cell[0].store(position + 1, Ordering::Release);
+        let answer = ring_cell(answers, position);
+        wait_for(&answer[0], position + 1)?;
+        // The partner copies the request's payload word: a check that it read this request.
+        let payload = answer[1].load(Ordering::Relaxed);
+        if payload != position {
+            return Err(BaselineError::WrongAnswer { position, payload });
+        }
+        position += 1;
+        Ok(())
+    };
+    let per_trip = timed_runs(u64::from(WARM_UP), iterations, runs, round_trip);
+    // The partner's next look is at the request cell of `position`.
+    ring_cell(requests, position)[0].store(STOP, Ordering::Release);
+    child.reap();
+    per_trip
+}
+
+/// Cells per ring of [`shm_ring_pingpong`] (as many as a small `rgasnet-pshm` queue).
+pub const RING_CELLS: usize = 512;
+/// Words of a 64-byte cell.
+const CELL_WORDS: usize = 8;
+/// First word of the ring ping-pong's request ring (its answer ring follows): a page past
+/// the control words.
+const RING_FIRST: usize = 512;
+
+/// The cells of ring `which` (0: requests, 1: answers) of the ring ping-pong; `None` if the
+/// mapping is too short.
+fn ring_cells(words: &[AtomicU64], which: usize) -> Option<&[AtomicU64]> {
+    let first = RING_FIRST + which * RING_CELLS * CELL_WORDS;
+    words.get(first..first + RING_CELLS * CELL_WORDS)
+}
+
+/// The cell of `position` in a ring of [`RING_CELLS`] cells.
+fn ring_cell(cells: &[AtomicU64], position: u64) -> &[AtomicU64] {
+    let first = (position as usize % RING_CELLS) * CELL_WORDS;
+    &cells[first..first + CELL_WORDS]
+}
+
+/// The forked partner of the ring ping-pong: answers the request at each position in the
+/// answer cell of the same position, copying its payload word, until a request cell holds
+/// [`STOP`] or the parent is gone. Only atomics and `getppid`, as `fork_child` requires.
+fn ring_partner(words: &[AtomicU64]) -> i32 {
+    let (Some(requests), Some(answers), Some(parent)) = (
+        ring_cells(words, 0),
+        ring_cells(words, 1),
+        words.get(PARENT),
+    ) else {
+        return 2;
+    };
+    let parent = parent.load(Ordering::Relaxed);
+    let mut position = 0u64;
+    let mut spins = 0u32;
+    loop {
+        let request = ring_cell(requests, position);
+        let marker = request[0].load(Ordering::Acquire);
+        if marker == STOP {
+            return 0;
+        }
+        if marker == position + 1 {
+            let answer = ring_cell(answers, position);
+            answer[1].store(request[1].load(Ordering::Relaxed), Ordering::Relaxed);
+            answer[0].store(position + 1, Ordering::Release);
+            position += 1;
+            continue;
+        }
+        std::hint::spin_loop();
+        spins = spins.wrapping_add(1);
+        if spins % 65_536 == 0 && i64::from(nix::unistd::getppid().as_raw()) != parent as i64 {
+            return 1;
+        }
+    }
 }
 
 fn pingpong(iterations: u32, runs: u32, answer_at: usize) -> Result<Duration, BaselineError> {
@@ -354,6 +455,17 @@ mod tests {
             shm_two_line_pingpong(1, 0),
             Err(BaselineError::Empty)
         ));
+    }
+
+    #[test]
+    fn ring_pingpong_moves_through_every_cell_and_finishes() {
+        // More round trips than cells: the ring wraps several times, and a partner that
+        // skipped or repeated a position would leave the parent waiting (PartnerTimeout) or
+        // reading another request's payload (WrongAnswer) instead of giving a time.
+        let rtt = shm_ring_pingpong(RING_CELLS as u32 * 3 + 7, 2).unwrap();
+        assert!(rtt > Duration::ZERO);
+        assert!(matches!(shm_ring_pingpong(0, 1), Err(BaselineError::Empty)));
+        assert!(matches!(shm_ring_pingpong(1, 0), Err(BaselineError::Empty)));
     }
 
     #[test]

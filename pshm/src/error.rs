@@ -162,6 +162,14 @@ pub enum BaselineError {
     /// The partner process did not answer in time (it died or never ran).
     #[error("the ping-pong partner process did not answer within {0:?}")]
     PartnerTimeout(std::time::Duration),
+    /// The ring ping-pong's partner answered a position with another request's payload.
+    #[error("the ping-pong partner answered position {position} with payload {payload}")]
+    WrongAnswer {
+        /// The position of the request.
+        position: u64,
+        /// The payload word of the answer (the request's position, when right).
+        payload: u64,
+    },
     /// Nothing to measure (zero runs or iterations).
     #[error("a baseline needs at least one run and one iteration")]
     Empty,
