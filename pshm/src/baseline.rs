@@ -96,8 +96,10 @@ pub fn shm_ring_pingpong(iterations: u32, runs: u32) -> Result<Duration, Baselin
     per_trip
 }
 
-/// Cells per ring of [`shm_ring_pingpong`] (as many as a small `rgasnet-pshm` queue).
-pub const RING_CELLS: usize = 512;
+/// Cells per ring of [`shm_ring_pingpong`]: as many as a queue of `rgasnet-pshm` has by
+/// default ([`MIN_QUEUE_CELLS`](crate::MIN_QUEUE_CELLS), the smallest ring that holds the
+/// largest record), so that the floor walks through as much memory per lap as the queues do.
+pub const RING_CELLS: usize = crate::layout::MIN_QUEUE_CELLS;
 /// Words of a 64-byte cell.
 const CELL_WORDS: usize = 8;
 /// First word of the ring ping-pong's request ring (its answer ring follows): a page past
@@ -289,7 +291,8 @@ pub const MAX_FLOOR_MEMBERS: u32 = 1024;
 /// looks when `yield_cpu` (a host with more ranks than CPUs: then this is the scheduler's
 /// floor), else spinning. No AM layer, no extended API: what a barrier costs this machine
 /// before their code runs. `runs` runs of `iterations` barriers each. A member that waits
-/// longer than [`PARTNER_TIMEOUT`] gives up (the parent with `PartnerTimeout`).
+/// longer than 10 s (the baselines' partner timeout) gives up, the parent with
+/// [`BaselineError::PartnerTimeout`].
 pub fn shm_counter_barrier(
     members: u32,
     yield_cpu: bool,
