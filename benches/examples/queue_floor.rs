@@ -7,11 +7,13 @@
 //! next cell of a ring per message, the floor for any queue built as a ring of cells.
 //!
 //! ```text
-//! cargo run --release -p rgasnet-bench --example queue_floor -- [RUNS]
+//! cargo run --release -p rgasnet-bench --example queue_floor -- [RUNS] [CELLS]
 //! ```
 //!
 //! Runs `RUNS` rounds (default 7); each round runs every floor and the queue once, 100,000
-//! round trips each, in turn, so that this VM's changes of speed hit them alike. Prints each
+//! round trips each, in turn, so that this VM's changes of speed hit them alike. The ring
+//! ping-pong has `CELLS` cells per ring (default `RING_CELLS`, as many as a queue has; 1 makes
+//! it the two-line ping-pong with a position for a flag). Prints each
 //! one's median over the rounds, and the median over the rounds of the queue's and the ring's
 //! ratios to the two-line floor and of the queue's to the ring. The queue ping-pong has no
 //! handler table, token, checks or statistics: what is left between it and `testam`'s AM Short
@@ -21,7 +23,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use rgasnet_pshm::baseline::{median, shm_flag_pingpong, shm_ring_pingpong, shm_two_line_pingpong};
+use rgasnet_pshm::baseline::{
+    median, shm_flag_pingpong, shm_ring_pingpong, shm_two_line_pingpong, RING_CELLS,
+};
 use rgasnet_pshm::{AmMessage, Body, Node, NodeConfig, Receiver};
 
 /// Round trips per run (as many again warm up first).
@@ -37,11 +41,18 @@ fn main() -> Result<()> {
             _ => bail!("RUNS must be a positive integer, not {a:?}"),
         },
     };
+    let cells: usize = match std::env::args().nth(2) {
+        None => RING_CELLS,
+        Some(a) => match a.parse() {
+            Ok(n) if n > 0 => n,
+            _ => bail!("CELLS must be a positive integer, not {a:?}"),
+        },
+    };
     let mut rounds: Vec<[Duration; 4]> = Vec::with_capacity(runs as usize);
     for _ in 0..runs {
         let flag = shm_flag_pingpong(TRIPS, 1).context("flag ping-pong")?;
         let two = shm_two_line_pingpong(TRIPS, 1).context("two-line ping-pong")?;
-        let ring = shm_ring_pingpong(TRIPS, 1).context("ring ping-pong")?;
+        let ring = shm_ring_pingpong(cells, TRIPS, 1).context("ring ping-pong")?;
         let queue = queue_pingpong(1)?;
         let queue = *queue.first().ok_or_else(|| anyhow!("no queue run"))?;
         rounds.push([flag, two, ring, queue]);
@@ -58,7 +69,7 @@ fn main() -> Result<()> {
     println!("flag ping-pong: {:.1} ns", column(0)?);
     println!("two-line ping-pong: {:.1} ns", column(1)?);
     println!(
-        "ring ping-pong: {:.1} ns = {:.3} x two-line",
+        "ring ping-pong ({cells} cells per ring): {:.1} ns = {:.3} x two-line",
         column(2)?,
         ratio(2, 1)?
     );

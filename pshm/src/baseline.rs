@@ -18,11 +18,14 @@ use crate::error::{BaselineError, SetupError};
 use crate::segment::{as_u32, fork_child, Mapping};
 use crate::wait::{spin_until, WaitPolicy};
 
-/// How long the ping-pong waits for its partner before giving up.
-const PARTNER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a baseline waits for its partner (the ping-pongs) or for the other members (the
+/// barrier floor) before it gives up with [`BaselineError::PartnerTimeout`].
+pub const PARTNER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Word of the flag (the request), and of the parent's pid (on another line).
 const FLAG: usize = 0;
 const PARENT: usize = 16;
+/// Word holding the ring ping-pong's cells per ring, written by the parent before the fork.
+const RING_LEN: usize = 32;
 /// Word the partner answers in, chosen by the parent before the fork: [`FLAG`] itself, or
 /// [`OTHER_LINE`].
 const ANSWER_AT: usize = 24;
@@ -54,25 +57,40 @@ pub fn shm_two_line_pingpong(iterations: u32, runs: u32) -> Result<Duration, Bas
 }
 
 /// [`shm_two_line_pingpong`] with every message in a new cache line: the request and the
-/// answer each go to the next 64-byte cell of a ring of [`RING_CELLS`] cells (one ring per
+/// answer each go to the next 64-byte cell of a ring of `cells` cells (one ring per
 /// direction), committed by storing the cell's position + 1 in its first word, as
 /// `rgasnet-pshm`'s queues do. Nothing else of a queue: no reservation, no record header, no
 /// release of consumed cells. So this is the floor for any queue that moves through a ring of
 /// cells, and its distance from the two-line figure is what moving to a new line per message
-/// costs on the machine at hand.
-pub fn shm_ring_pingpong(iterations: u32, runs: u32) -> Result<Duration, BaselineError> {
+/// costs on the machine at hand. [`RING_CELLS`], as many cells as a queue has, is the floor
+/// for `rgasnet-pshm`; one cell is the two-line ping-pong with a position for a flag. `cells`
+/// lies in `1..=`[`MAX_RING_CELLS`].
+pub fn shm_ring_pingpong(
+    cells: usize,
+    iterations: u32,
+    runs: u32,
+) -> Result<Duration, BaselineError> {
     if iterations == 0 || runs == 0 {
         return Err(BaselineError::Empty);
     }
-    let map = Mapping::anonymous((RING_FIRST + 2 * RING_CELLS * CELL_WORDS) * 8)?;
+    if !(1..=MAX_RING_CELLS).contains(&cells) {
+        return Err(BaselineError::RingCells {
+            cells,
+            max: MAX_RING_CELLS,
+        });
+    }
+    let map = Mapping::anonymous((RING_FIRST + 2 * cells * CELL_WORDS) * 8)?;
     let words = map.words();
-    let (Some(requests), Some(answers)) = (ring_cells(words, 0), ring_cells(words, 1)) else {
+    let (Some(requests), Some(answers)) =
+        (ring_cells(words, 0, cells), ring_cells(words, 1, cells))
+    else {
         return Err(BaselineError::Setup(SetupError::Config(format!(
             "the ring ping-pong's cells lie beyond its mapping of {} words",
             words.len()
         ))));
     };
     words[PARENT].store(u64::from(std::process::id()), Ordering::Relaxed);
+    words[RING_LEN].store(cells as u64, Ordering::Relaxed);
     let child = Child(fork_child(&map, ring_partner)?);
     let mut position = 0u64;
     let round_trip = || -> Result<(), BaselineError> {
@@ -100,32 +118,40 @@ pub fn shm_ring_pingpong(iterations: u32, runs: u32) -> Result<Duration, Baselin
 /// default ([`MIN_QUEUE_CELLS`](crate::MIN_QUEUE_CELLS), the smallest ring that holds the
 /// largest record), so that the floor walks through as much memory per lap as the queues do.
 pub const RING_CELLS: usize = crate::layout::MIN_QUEUE_CELLS;
+/// Most cells per ring [`shm_ring_pingpong`] takes: 64 Ki cells, 4 MiB per ring.
+pub const MAX_RING_CELLS: usize = 65_536;
 /// Words of a 64-byte cell.
 const CELL_WORDS: usize = 8;
 /// First word of the ring ping-pong's request ring (its answer ring follows): a page past
 /// the control words.
 const RING_FIRST: usize = 512;
 
-/// The cells of ring `which` (0: requests, 1: answers) of the ring ping-pong; `None` if the
-/// mapping is too short.
-fn ring_cells(words: &[AtomicU64], which: usize) -> Option<&[AtomicU64]> {
-    let first = RING_FIRST + which * RING_CELLS * CELL_WORDS;
-    words.get(first..first + RING_CELLS * CELL_WORDS)
+/// The cells of ring `which` (0: requests, 1: answers) of a ring ping-pong with `cells` cells
+/// per ring; `None` if the mapping is too short.
+fn ring_cells(words: &[AtomicU64], which: usize, cells: usize) -> Option<&[AtomicU64]> {
+    let first = RING_FIRST + which * cells * CELL_WORDS;
+    words.get(first..first + cells * CELL_WORDS)
 }
 
-/// The cell of `position` in a ring of [`RING_CELLS`] cells.
-fn ring_cell(cells: &[AtomicU64], position: u64) -> &[AtomicU64] {
-    let first = (position as usize % RING_CELLS) * CELL_WORDS;
-    &cells[first..first + CELL_WORDS]
+/// The cell of `position` in `ring` (a whole number of cells, at least one: `ring_cells`).
+fn ring_cell(ring: &[AtomicU64], position: u64) -> &[AtomicU64] {
+    let first = (position as usize % (ring.len() / CELL_WORDS)) * CELL_WORDS;
+    &ring[first..first + CELL_WORDS]
 }
 
 /// The forked partner of the ring ping-pong: answers the request at each position in the
 /// answer cell of the same position, copying its payload word, until a request cell holds
 /// [`STOP`] or the parent is gone. Only atomics and `getppid`, as `fork_child` requires.
 fn ring_partner(words: &[AtomicU64]) -> i32 {
+    let cells = words
+        .get(RING_LEN)
+        .map_or(0, |w| w.load(Ordering::Relaxed) as usize);
+    if !(1..=MAX_RING_CELLS).contains(&cells) {
+        return 2;
+    }
     let (Some(requests), Some(answers), Some(parent)) = (
-        ring_cells(words, 0),
-        ring_cells(words, 1),
+        ring_cells(words, 0, cells),
+        ring_cells(words, 1, cells),
         words.get(PARENT),
     ) else {
         return 2;
@@ -291,8 +317,7 @@ pub const MAX_FLOOR_MEMBERS: u32 = 1024;
 /// looks when `yield_cpu` (a host with more ranks than CPUs: then this is the scheduler's
 /// floor), else spinning. No AM layer, no extended API: what a barrier costs this machine
 /// before their code runs. `runs` runs of `iterations` barriers each. A member that waits
-/// longer than 10 s (the baselines' partner timeout) gives up, the parent with
-/// [`BaselineError::PartnerTimeout`].
+/// longer than [`PARTNER_TIMEOUT`] gives up, the parent with [`BaselineError::PartnerTimeout`].
 pub fn shm_counter_barrier(
     members: u32,
     yield_cpu: bool,
@@ -465,10 +490,25 @@ mod tests {
         // More round trips than cells: the ring wraps several times, and a partner that
         // skipped or repeated a position would leave the parent waiting (PartnerTimeout) or
         // reading another request's payload (WrongAnswer) instead of giving a time.
-        let rtt = shm_ring_pingpong(RING_CELLS as u32 * 3 + 7, 2).unwrap();
-        assert!(rtt > Duration::ZERO);
-        assert!(matches!(shm_ring_pingpong(0, 1), Err(BaselineError::Empty)));
-        assert!(matches!(shm_ring_pingpong(1, 0), Err(BaselineError::Empty)));
+        for cells in [1, 3, RING_CELLS] {
+            let rtt = shm_ring_pingpong(cells, cells as u32 * 3 + 7, 2).unwrap();
+            assert!(rtt > Duration::ZERO);
+        }
+        assert!(matches!(
+            shm_ring_pingpong(RING_CELLS, 0, 1),
+            Err(BaselineError::Empty)
+        ));
+        assert!(matches!(
+            shm_ring_pingpong(RING_CELLS, 1, 0),
+            Err(BaselineError::Empty)
+        ));
+        for cells in [0, MAX_RING_CELLS + 1] {
+            let e = shm_ring_pingpong(cells, 1, 1).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("the ring ping-pong takes 1 to 65536 cells per ring, not {cells}")
+            );
+        }
     }
 
     #[test]

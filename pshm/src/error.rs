@@ -181,4 +181,12 @@ pub enum BaselineError {
         /// [`crate::baseline::MAX_FLOOR_MEMBERS`].
         max: u32,
     },
+    /// The ring ping-pong was asked for a ring of no cells or of more than it maps.
+    #[error("the ring ping-pong takes 1 to {max} cells per ring, not {cells}")]
+    RingCells {
+        /// The number asked for.
+        cells: usize,
+        /// [`crate::baseline::MAX_RING_CELLS`].
+        max: usize,
+    },
 }
