@@ -35,6 +35,12 @@ pub struct JobOutput {
 const UNDELIVERED: &str = "leaves the job with messages undelivered";
 
 impl JobOutput {
+    /// Whether the job exited 0 and every rank's end delivered what it sent: what
+    /// [`JobOutput::assert_success`] checks.
+    pub fn succeeded(&self) -> bool {
+        self.status.success() && !self.stderr.contains(UNDELIVERED)
+    }
+
     /// Panics with the job's output unless it exited 0 and every rank's end delivered what
     /// it sent (none waited out its peer timeout).
     pub fn assert_success(&self) {

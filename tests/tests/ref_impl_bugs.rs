@@ -35,6 +35,29 @@ fn run(program: &str, args: &[&str]) -> JobOutput {
 /// every run.
 const TRIES: usize = 3;
 
+/// Runs `program args` below a bug's threshold, where it must work: over rgasnet's libportals
+/// once; over the reference implementation until a run succeeds, at most [`TRIES`] times,
+/// since its other bugs (the kernel drops of the first reproducer, races in its progress
+/// thread) can spoil any run: once in a CI run here, 200 gets of 800 bytes all went
+/// unanswered. Each spoiled run is printed, so that a log shows how often it happens.
+fn works(program: &str, args: &[&str]) {
+    let mut out = run(program, args);
+    if testing_reference_implementation() {
+        for attempt in 1..TRIES {
+            if out.succeeded() {
+                break;
+            }
+            eprintln!(
+                "{program} {args:?}: run {attempt} of at most {TRIES} over the reference \
+                 implementation failed ({:?}), so it runs again; its stderr:\n{}",
+                out.status, out.stderr
+            );
+            out = run(program, args);
+        }
+    }
+    out.assert_success();
+}
+
 /// Runs `program args` until the reference implementation shows `symptom`, at most
 /// [`TRIES`] times, and checks the last run with [`shows`]; over rgasnet's libportals once
 /// (it must pass).
@@ -77,8 +100,7 @@ fn shows(out: &JobOutput, symptom: &str, ok: &str) {
 fn reference_bug_threads_connecting_to_one_peer_at_once_wait_forever_in_ptlput() {
     // One thread's first put connects and is acknowledged; of four at once, some never
     // return (a race: in most runs).
-    let one = run(CONNECT, &["1", "10"]);
-    one.assert_success();
+    works(CONNECT, &["1", "10"]);
     let symptom = "threads are still inside PtlPut";
     shows_in_some_run(CONNECT, &["4", "10"], symptom, "ref connect ok");
 }
@@ -94,8 +116,7 @@ fn reference_bug_a_datagram_the_kernel_drops_is_never_sent_again() {
     // conduit bounds the bytes of AM puts in flight (RGASNET_PORTALS_MAX_INFLIGHT_BYTES). The
     // puts within the bound come from four threads at once, as a program's AM sends do: the
     // library takes concurrent calls (losses come from the bytes in flight, not the threads).
-    let fine = run(FLOOD, &["1", "3000", "4", "10", "7000", "next", "4"]);
-    fine.assert_success();
+    works(FLOOD, &["1", "3000", "4", "10", "7000", "next", "4"]);
     let args = ["1", "3000", "12", "10", "7000"];
     shows_in_some_run(FLOOD, &args, DROPPED, "ref flood ok");
 }
@@ -105,8 +126,7 @@ fn reference_bug_puts_or_their_acknowledgements_are_lost_with_more_than_32_in_fl
     // 5,000 acknowledged 32-byte puts each way: at most 16 waiting for their ACK, all come
     // (32 too, in most runs); at most 64, some ACKs (and sometimes some puts) never come:
     // the kernel dropped their datagrams (the bug above).
-    let within = run(FLOOD, &["1", "5000", "16", "10"]);
-    within.assert_success();
+    works(FLOOD, &["1", "5000", "16", "10"]);
     let args = ["1", "5000", "64", "10"];
     shows_in_some_run(FLOOD, &args, DROPPED, "ref flood ok");
 }
@@ -115,8 +135,7 @@ fn reference_bug_puts_or_their_acknowledgements_are_lost_with_more_than_32_in_fl
 fn reference_bug_puts_of_1000_bytes_deliver_other_bytes() {
     // 800-byte puts arrive intact; 1,000-byte puts deposit bytes that are not the source's
     // (the same happens from about 900 to 1,700 bytes).
-    let fine = run(FLOOD, &["1", "100", "4", "10", "800"]);
-    fine.assert_success();
+    works(FLOOD, &["1", "100", "4", "10", "800"]);
     let args = ["1", "100", "4", "10", "1000"];
     shows_in_some_run(FLOOD, &args, "ref_flood: message ", "ref flood ok");
 }
@@ -126,8 +145,7 @@ fn reference_bug_puts_of_more_than_63859_bytes_deliver_other_bytes() {
     // One at a time (nothing dropped): 50 puts of 63,859 bytes arrive intact; of 63,860
     // bytes (and every larger size tried, to 65,000) byte 63,859 on is not the source's.
     // Why the AM mode `basic`, whose Mediums go up to 65,000 bytes, is left out.
-    let fine = run(FLOOD, &["1", "50", "1", "10", "63859"]);
-    fine.assert_success();
+    works(FLOOD, &["1", "50", "1", "10", "63859"]);
     let args = ["1", "50", "1", "10", "63860"];
     shows_in_some_run(FLOOD, &args, "byte 63859 of 63860 is", "ref flood ok");
 }
@@ -138,8 +156,7 @@ fn reference_bug_gets_of_1000_bytes_crash_the_library() {
     // the range where puts deposit other bytes) kill a process: SIGSEGV in a memcpy of the
     // library's progress thread (process_init, from its UDP receive path). Why the extended
     // API's `threads` mode, whose gets take random lengths, is left out.
-    let fine = run(FLOOD, &["1", "200", "2", "10", "800", "next", "1", "get"]);
-    fine.assert_success();
+    works(FLOOD, &["1", "200", "2", "10", "800", "next", "1", "get"]);
     let args = ["1", "200", "2", "10", "1000", "next", "1", "get"];
     shows_in_some_run(FLOOD, &args, "(SIGSEGV)", "ref flood ok");
 }
@@ -149,8 +166,7 @@ fn reference_bug_puts_of_60000_bytes_are_lost() {
     // 1,000 16 KiB puts all arrive; of 1,000 60,000-byte puts some never arrive or are
     // never acknowledged (48,000 bytes and more in most runs here, 40,000 in some): the
     // kernel dropped datagrams of theirs (the bug above).
-    let fine = run(FLOOD, &["1", "1000", "4", "10", "16384"]);
-    fine.assert_success();
+    works(FLOOD, &["1", "1000", "4", "10", "16384"]);
     let args = ["1", "1000", "4", "10", "60000"];
     shows_in_some_run(FLOOD, &args, DROPPED, "ref flood ok");
 }
@@ -164,8 +180,7 @@ fn reference_bug_a_put_among_refused_16_kib_puts_is_lost() {
     // is acknowledged but never delivered, or never acknowledged (every run here): eight of
     // them in flight overflow the receiving socket's buffer, and the kernel drops datagrams
     // (the first bug above; the refusals do not matter).
-    let fine = run(BLOCKS, &["20000", "8", "128", "1024", "10"]);
-    fine.assert_success();
+    works(BLOCKS, &["20000", "8", "128", "1024", "10"]);
     let args = ["20000", "8", "16388", "131072", "10"];
     shows_in_some_run(BLOCKS, &args, DROPPED, "ref blocks ok");
 }
