@@ -366,17 +366,19 @@ fn queue_floor_measures_the_queues_next_to_the_floors_and_refuses_a_bad_count() 
         bin_dir().join("examples").join("queue_floor"),
         &["-p", "rgasnet-bench", "--example", "queue_floor"],
     );
-    let job = |arg: &str| {
+    let job = |args: &[&str]| {
         run(&Job {
             program: exe.clone(),
-            args: vec![arg.into()],
+            args: args.iter().map(|a| a.to_string()).collect(),
             env: vec![],
             timeout: Duration::from_secs(120),
         })
         .unwrap()
     };
-    let out = job("1");
+    // A ring of 16 cells, as asked for on the command line.
+    let out = job(&["1", "16"]);
     assert!(out.success(), "{}\n{}", out.stdout, out.stderr);
+    let ring_prefix = "ring ping-pong (16 cells per ring): ";
     // Every figure is a positive time, and the ratio is the queue's over the two-line one.
     let ns = |prefix: &str| -> f64 {
         let line = line_of(&out.stdout, prefix);
@@ -392,7 +394,7 @@ fn queue_floor_measures_the_queues_next_to_the_floors_and_refuses_a_bad_count() 
     };
     ns("flag ping-pong: ");
     let two = ns("two-line ping-pong: ");
-    let ring = ns("ring ping-pong: ");
+    let ring = ns(ring_prefix);
     let queue = ns("queue ping-pong (Short, 1 argument): ");
     // The `n`th ratio of a line (`... ns = R x two-line = Q x ring`).
     let ratio = |prefix: &str, n: usize| -> f64 {
@@ -406,7 +408,7 @@ fn queue_floor_measures_the_queues_next_to_the_floors_and_refuses_a_bad_count() 
     };
     // One round: each ratio is that round's, i.e. the quotient of the printed figures.
     assert!(
-        (ratio("ring ping-pong", 1) - ring / two).abs() < 0.01,
+        (ratio(ring_prefix, 1) - ring / two).abs() < 0.01,
         "{}",
         out.stdout
     );
@@ -420,9 +422,31 @@ fn queue_floor_measures_the_queues_next_to_the_floors_and_refuses_a_bad_count() 
         "{}",
         out.stdout
     );
-    let bad = job("0");
-    assert!(!bad.success());
-    assert_has(&bad.stderr, "RUNS must be a positive integer, not \"0\"");
+    // Without CELLS, the ring has as many cells as a queue.
+    let default = job(&["1"]);
+    assert!(default.success(), "{}\n{}", default.stdout, default.stderr);
+    line_of(
+        &default.stdout,
+        &format!(
+            "ring ping-pong ({} cells per ring): ",
+            rgasnet_pshm::MIN_QUEUE_CELLS
+        ),
+    );
+    for (args, error) in [
+        (&["0"][..], "RUNS must be a positive integer, not \"0\""),
+        (
+            &["1", "0"][..],
+            "CELLS must be a positive integer, not \"0\"",
+        ),
+        (
+            &["1", "65537"][..],
+            "the ring ping-pong takes 1 to 65536 cells per ring, not 65537",
+        ),
+    ] {
+        let bad = job(args);
+        assert!(!bad.success(), "{args:?}: {}", bad.stdout);
+        assert_has(&bad.stderr, error);
+    }
 }
 
 #[test]
