@@ -10,6 +10,9 @@
 # A target directory holds `release/` (e.g. `target`, or `CARGO_TARGET_DIR=/tmp/old cargo
 # build --release -p rgasnet-bench -p rgasnet-launcher` of another commit). Default path native.
 set -euo pipefail
+# PROFILE: the cargo profile whose folder in each target directory holds the binaries (default
+# release; the published figures are of release-lto builds, see benches/README.md).
+profile=${PROFILE:-release}
 if [ $# -lt 2 ]; then
     sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
@@ -22,7 +25,7 @@ case $path in
 esac
 for dir in "$old" "$new"; do
     for bin in rgasnetrun testam; do
-        [ -x "$dir/release/$bin" ] || { echo "ab-am-sizes.sh: $dir/release/$bin is missing: build it with cargo build --release" >&2; exit 2; }
+        [ -x "$dir/$profile/$bin" ] || { echo "ab-am-sizes.sh: $dir/$profile/$bin is missing: build it with cargo build --profile $profile" >&2; exit 2; }
     done
 done
 results=$(mktemp)
@@ -32,7 +35,7 @@ for i in $(seq 1 "$n"); do
     [ $((i % 2)) -eq 0 ] && order=("new $new" "old $old")
     for entry in "${order[@]}"; do
         read -r label dir <<<"$entry"
-        out=$(RGASNET_PSHM=$pshm timeout 300 "$dir/release/rgasnetrun" -n 2 "$dir/release/testam" \
+        out=$(RGASNET_PSHM=$pshm timeout 300 "$dir/$profile/rgasnetrun" -n 2 "$dir/$profile/testam" \
             -i "$iters" --max-size 512 --sections ABF --no-baseline 2>&1) ||
             { echo "ab-am-sizes.sh: $label failed:" >&2; echo "$out" | tail -20 >&2; exit 1; }
         # Lines with a size carry a bandwidth column after the time; size 0 does not.

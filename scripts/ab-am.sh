@@ -10,6 +10,9 @@
 # commit: `CARGO_TARGET_DIR=/tmp/old cargo build --release`). The path is `pshm` (two ranks
 # on shared memory, the default) or `native` (over the Portals engine on UDP loopback).
 set -euo pipefail
+# PROFILE: the cargo profile whose folder in each target directory holds the binaries (default
+# release; the published figures are of release-lto builds, see benches/README.md).
+profile=${PROFILE:-release}
 if [ $# -lt 2 ]; then
     sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
@@ -22,15 +25,15 @@ case $path in
 esac
 for dir in "$old" "$new"; do
     for bin in rgasnetrun testam; do
-        if [ ! -x "$dir/release/$bin" ]; then
-            echo "ab-am.sh: $dir/release/$bin is missing: build it with cargo build --release" >&2
+        if [ ! -x "$dir/$profile/$bin" ]; then
+            echo "ab-am.sh: $dir/$profile/$bin is missing: build it with cargo build --profile $profile" >&2
             exit 2
         fi
     done
 done
 
 one_run() {
-    RGASNET_PSHM=$pshm "$1/release/rgasnetrun" -n 2 "$1/release/testam" --sections A \
+    RGASNET_PSHM=$pshm "$1/$profile/rgasnetrun" -n 2 "$1/$profile/testam" --sections A \
         -i "$iters" --no-baseline 2>&1 |
         awk '/AMShort +ping-pong roundtrip ReqRep/ { print $(NF-1); found=1 }
              END { if (!found) exit 1 }'

@@ -10,6 +10,9 @@
 # `CARGO_TARGET_DIR=/tmp/old cargo build --release -p rgasnet-bench -p rgasnet-launcher` of
 # the commit before). PSHM (default 1) picks shared memory (1) or the network path (0).
 set -euo pipefail
+# PROFILE: the cargo profile whose folder in each target directory holds the binaries (default
+# release; the published figures are of release-lto builds, see benches/README.md).
+profile=${PROFILE:-release}
 if [ $# -lt 2 ]; then
     sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
@@ -26,15 +29,15 @@ for v in "$ranks" "$n" "$iters"; do
 done
 for dir in "$old" "$new"; do
     for bin in rgasnetrun testbarrier; do
-        if [ ! -x "$dir/release/$bin" ]; then
-            echo "ab-barrier.sh: $dir/release/$bin is missing: build it with cargo build --release" >&2
+        if [ ! -x "$dir/$profile/$bin" ]; then
+            echo "ab-barrier.sh: $dir/$profile/$bin is missing: build it with cargo build --profile $profile" >&2
             exit 2
         fi
     done
 done
 
 one_run() {
-    RGASNET_PSHM=${PSHM:-1} timeout 600 "$1/release/rgasnetrun" -n "$ranks" "$1/release/testbarrier" \
+    RGASNET_PSHM=${PSHM:-1} timeout 600 "$1/$profile/rgasnetrun" -n "$ranks" "$1/$profile/testbarrier" \
         -i "$iters" 2>&1 |
         awk '/Avg Named Barrier latency:/ { print $(NF-1); found=1 } END { if (!found) exit 1 }'
 }

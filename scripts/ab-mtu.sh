@@ -11,6 +11,9 @@
 # the build prints them) and testam/testsmall (8 B round trips), in rotating order; then the
 # medians. Needs root, iproute2 and OpenSSH (exit 3 with a line saying what is missing).
 set -euo pipefail
+# PROFILE: the cargo profile whose folder in each target directory holds the binaries (default
+# release; the published figures are of release-lto builds, see benches/README.md).
+profile=${PROFILE:-release}
 if [ $# -lt 2 ]; then
     sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
@@ -19,7 +22,7 @@ old=$(cd "$1" && pwd) new=$(cd "$2" && pwd) n=${3:-5}
 root=$(cd "$(dirname "$0")/.." && pwd)
 for dir in "$old" "$new"; do
     for bin in rgasnetrun testlarge testam testsmall; do
-        [ -x "$dir/release/$bin" ] || { echo "ab-mtu.sh: $dir/release/$bin is missing: build it with cargo build --release" >&2; exit 2; }
+        [ -x "$dir/$profile/$bin" ] || { echo "ab-mtu.sh: $dir/$profile/$bin is missing: build it with cargo build --profile $profile" >&2; exit 2; }
     done
 done
 lab=$(mktemp -d /tmp/ab-mtu.XXXXXX)
@@ -36,7 +39,7 @@ job() {
     local dir=$1
     shift
     ip netns exec "$lab_ns" env GASNET_SSH_OPTIONS="$ssh_options" RGASNET_IFACE=eth0 \
-        timeout 300 "$dir/release/rgasnetrun" --spawner ssh --hosts "$hosts" -n 2 "$dir/release/$@" 2>&1
+        timeout 300 "$dir/$profile/rgasnetrun" --spawner ssh --hosts "$hosts" -n 2 "$dir/$profile/$@" 2>&1
 }
 
 extract() {

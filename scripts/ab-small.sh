@@ -10,6 +10,9 @@
 # `CARGO_TARGET_DIR=/tmp/old cargo build --release -p rgasnet-bench -p rgasnet-launcher` of
 # the commit before).
 set -euo pipefail
+# PROFILE: the cargo profile whose folder in each target directory holds the binaries (default
+# release; the published figures are of release-lto builds, see benches/README.md).
+profile=${PROFILE:-release}
 if [ $# -lt 2 ]; then
     sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
@@ -17,7 +20,7 @@ fi
 old=$1 new=$2 n=${3:-7} iters=${4:-20000}
 for dir in "$old" "$new"; do
     for bin in rgasnetrun testsmall; do
-        [ -x "$dir/release/$bin" ] || { echo "ab-small.sh: $dir/release/$bin is missing: build it with cargo build --release" >&2; exit 2; }
+        [ -x "$dir/$profile/$bin" ] || { echo "ab-small.sh: $dir/$profile/$bin is missing: build it with cargo build --profile $profile" >&2; exit 2; }
     done
 done
 results=$(mktemp)
@@ -27,7 +30,7 @@ for i in $(seq 1 "$n"); do
     [ $((i % 2)) -eq 0 ] && order=("new $new" "old $old")
     for entry in "${order[@]}"; do
         read -r label dir <<<"$entry"
-        out=$(RGASNET_PSHM=0 timeout 300 "$dir/release/rgasnetrun" -n 2 "$dir/release/testsmall" \
+        out=$(RGASNET_PSHM=0 timeout 300 "$dir/$profile/rgasnetrun" -n 2 "$dir/$profile/testsmall" \
             -i "$iters" --min-size 8 --max-size 8 --sections A --percentiles 2>&1) ||
             { echo "ab-small.sh: $label failed:" >&2; echo "$out" | tail -20 >&2; exit 1; }
         raw=$(echo "$out" | awk '/raw: udp pingpong 8 byte rtt/ { print $(NF-1) }')
