@@ -16,7 +16,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 gasnet=${1:?usage: $0 GASNET_BUILD_DIR [compare options...]}
 shift
-cargo build --release -q -p rgasnet-bench -p rgasnet-launcher
+# PROFILE: the cargo profile of the benchmark build (default release-lto, the published
+# figures' build; `release` for a build as the tests use it).
+profile=${PROFILE:-release-lto}
+cargo build --profile "$profile" -q -p rgasnet-bench -p rgasnet-launcher
 # AGREEMENT_KEEP=DIR keeps both runs' tables (compare's output folders DIR/1 and DIR/2).
 if [ -n "${AGREEMENT_KEEP:-}" ]; then
     work=$AGREEMENT_KEEP
@@ -26,7 +29,7 @@ else
     trap 'rm -rf "$work"' EXIT
 fi
 for run in 1 2; do
-    target/release/rgasnet-bench compare --gasnet "$gasnet" --paths native,pshm \
+    "target/$profile/rgasnet-bench" compare --gasnet "$gasnet" --paths native,pshm \
         --no-plots --out "$work/$run" "$@" >/dev/null 2>"$work/$run.log" ||
         { tail -5 "$work/$run.log" >&2; exit 2; }
 done
