@@ -30,7 +30,10 @@ for c in rgasnet udp smp; do
     make -s -C "$build/$c-conduit" $tests >/dev/null 2>&1 ||
         { echo "ab-gasnet-conduits.sh: building $tests for $c-conduit failed" >&2; exit 1; }
 done
-(cd "$root" && cargo build -q --release -p rgasnet-bench -p rgasnet-launcher) ||
+# PROFILE: the cargo profile of rgasnet's own programs (the "rust" rows), default release-lto,
+# the build of the published figures and of the conduit's library (scripts/gasnet-ex.sh).
+profile=${PROFILE:-release-lto}
+(cd "$root" && cargo build -q --profile "$profile" -p rgasnet-bench -p rgasnet-launcher) ||
     { echo "ab-gasnet-conduits.sh: cargo build failed" >&2; exit 1; }
 
 # Arguments of each benchmark on a path: iterations and sizes that keep one run to a few
@@ -56,7 +59,7 @@ run() {
         udp) (cd "$build/udp-conduit" && env "${env[@]}" GASNET_SPAWNFN=L timeout 300 "./$t" 2 $a) ;;
         smp) (cd "$build/smp-conduit" && GASNET_PSHM_NODES=2 timeout 300 "./$t" $a) ;;
         rust)
-            local bin=$root/target/release pshm
+            local bin=$root/target/$profile pshm
             pshm=$([ "$path" = net ] && echo 0 || echo 1)
             case $t in
                 testam) RGASNET_PSHM=$pshm timeout 300 "$bin/rgasnetrun" -n 2 "$bin/testam" -i 2000 --max-size 8 --sections AB --no-baseline ;;
