@@ -10,11 +10,9 @@
 # A target directory holds `release/` (e.g. `target`, or `CARGO_TARGET_DIR=/tmp/old cargo
 # build --release -p rgasnet-bench -p rgasnet-launcher` of another commit). Default path native.
 set -euo pipefail
-# PROFILE: the cargo profile whose folder in each target directory holds the binaries (default
-# release; the published figures are of release-lto builds, see benches/README.md).
-profile=${PROFILE:-release}
+. "$(dirname "$0")/ab-builds.sh"
 if [ $# -lt 2 ]; then
-    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+    ab_usage "$0" 2 11
     exit 2
 fi
 old=$1 new=$2 path=${3:-native} n=${4:-9} iters=${5:-5000}
@@ -23,11 +21,7 @@ case $path in
     native) pshm=0 ;;
     *) echo "ab-am-sizes.sh: path must be pshm or native, not '$path'" >&2; exit 2 ;;
 esac
-for dir in "$old" "$new"; do
-    for bin in rgasnetrun testam; do
-        [ -x "$dir/$profile/$bin" ] || { echo "ab-am-sizes.sh: $dir/$profile/$bin is missing: build it with cargo build --profile $profile" >&2; exit 2; }
-    done
-done
+ab_require ab-am-sizes.sh "$old" "$new" -- rgasnetrun testam
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 for i in $(seq 1 "$n"); do

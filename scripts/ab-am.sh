@@ -10,11 +10,9 @@
 # commit: `CARGO_TARGET_DIR=/tmp/old cargo build --release`). The path is `pshm` (two ranks
 # on shared memory, the default) or `native` (over the Portals engine on UDP loopback).
 set -euo pipefail
-# PROFILE: the cargo profile whose folder in each target directory holds the binaries (default
-# release; the published figures are of release-lto builds, see benches/README.md).
-profile=${PROFILE:-release}
+. "$(dirname "$0")/ab-builds.sh"
 if [ $# -lt 2 ]; then
-    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+    ab_usage "$0" 2 11
     exit 2
 fi
 old=$1 new=$2 path=${3:-pshm} n=${4:-8} iters=${5:-50000}
@@ -23,14 +21,7 @@ case $path in
     native) pshm=0 ;;
     *) echo "ab-am.sh: path must be pshm or native, not '$path'" >&2; exit 2 ;;
 esac
-for dir in "$old" "$new"; do
-    for bin in rgasnetrun testam; do
-        if [ ! -x "$dir/$profile/$bin" ]; then
-            echo "ab-am.sh: $dir/$profile/$bin is missing: build it with cargo build --profile $profile" >&2
-            exit 2
-        fi
-    done
-done
+ab_require ab-am.sh "$old" "$new" -- rgasnetrun testam
 
 one_run() {
     RGASNET_PSHM=$pshm "$1/$profile/rgasnetrun" -n 2 "$1/$profile/testam" --sections A \

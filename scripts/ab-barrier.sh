@@ -10,11 +10,9 @@
 # `CARGO_TARGET_DIR=/tmp/old cargo build --release -p rgasnet-bench -p rgasnet-launcher` of
 # the commit before). PSHM (default 1) picks shared memory (1) or the network path (0).
 set -euo pipefail
-# PROFILE: the cargo profile whose folder in each target directory holds the binaries (default
-# release; the published figures are of release-lto builds, see benches/README.md).
-profile=${PROFILE:-release}
+. "$(dirname "$0")/ab-builds.sh"
 if [ $# -lt 2 ]; then
-    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+    ab_usage "$0" 2 11
     exit 2
 fi
 old=$1 new=$2 ranks=${3:-8} n=${4:-9} iters=${5:-100000}
@@ -27,14 +25,7 @@ for v in "$ranks" "$n" "$iters"; do
         exit 2
     fi
 done
-for dir in "$old" "$new"; do
-    for bin in rgasnetrun testbarrier; do
-        if [ ! -x "$dir/$profile/$bin" ]; then
-            echo "ab-barrier.sh: $dir/$profile/$bin is missing: build it with cargo build --profile $profile" >&2
-            exit 2
-        fi
-    done
-done
+ab_require ab-barrier.sh "$old" "$new" -- rgasnetrun testbarrier
 
 one_run() {
     RGASNET_PSHM=${PSHM:-1} timeout 600 "$1/$profile/rgasnetrun" -n "$ranks" "$1/$profile/testbarrier" \

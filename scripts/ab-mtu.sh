@@ -11,20 +11,14 @@
 # the build prints them) and testam/testsmall (8 B round trips), in rotating order; then the
 # medians. Needs root, iproute2 and OpenSSH (exit 3 with a line saying what is missing).
 set -euo pipefail
-# PROFILE: the cargo profile whose folder in each target directory holds the binaries (default
-# release; the published figures are of release-lto builds, see benches/README.md).
-profile=${PROFILE:-release}
+. "$(dirname "$0")/ab-builds.sh"
 if [ $# -lt 2 ]; then
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    ab_usage "$0" 2 12
     exit 2
 fi
 old=$(cd "$1" && pwd) new=$(cd "$2" && pwd) n=${3:-5}
 root=$(cd "$(dirname "$0")/.." && pwd)
-for dir in "$old" "$new"; do
-    for bin in rgasnetrun testlarge testam testsmall; do
-        [ -x "$dir/$profile/$bin" ] || { echo "ab-mtu.sh: $dir/$profile/$bin is missing: build it with cargo build --profile $profile" >&2; exit 2; }
-    done
-done
+ab_require ab-mtu.sh "$old" "$new" -- rgasnetrun testlarge testam testsmall
 lab=$(mktemp -d /tmp/ab-mtu.XXXXXX)
 env_file=$lab.env
 NETNS_HOSTS_OWNER=$$ "$root/scripts/netns-hosts.sh" up "$lab" 2 >"$env_file" || exit $?

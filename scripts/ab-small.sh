@@ -10,19 +10,13 @@
 # `CARGO_TARGET_DIR=/tmp/old cargo build --release -p rgasnet-bench -p rgasnet-launcher` of
 # the commit before).
 set -euo pipefail
-# PROFILE: the cargo profile whose folder in each target directory holds the binaries (default
-# release; the published figures are of release-lto builds, see benches/README.md).
-profile=${PROFILE:-release}
+. "$(dirname "$0")/ab-builds.sh"
 if [ $# -lt 2 ]; then
-    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+    ab_usage "$0" 2 11
     exit 2
 fi
 old=$1 new=$2 n=${3:-7} iters=${4:-20000}
-for dir in "$old" "$new"; do
-    for bin in rgasnetrun testsmall; do
-        [ -x "$dir/$profile/$bin" ] || { echo "ab-small.sh: $dir/$profile/$bin is missing: build it with cargo build --profile $profile" >&2; exit 2; }
-    done
-done
+ab_require ab-small.sh "$old" "$new" -- rgasnetrun testsmall
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 for i in $(seq 1 "$n"); do

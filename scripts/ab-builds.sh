@@ -1,0 +1,34 @@
+# Sourced by the A/B scripts (scripts/ab-*.sh) that compare two builds: the cargo profile
+# whose programs they run, their usage text and the check that both builds hold the programs.
+# Not a script to run.
+
+# PROFILE: the profile folder inside each target directory that holds the programs (default
+# release; the published figures are of release-lto builds, see benches/README.md).
+profile=${PROFILE:-release}
+
+# ab_usage SCRIPT FIRST LAST: the script's header comment (its lines FIRST to LAST), then
+# PROFILE's line.
+ab_usage() {
+    sed -n "$2,$3p" "$1" | sed 's/^# \{0,1\}//'
+    echo "PROFILE=NAME runs each target directory's NAME/ programs (default release)."
+}
+
+# ab_require SCRIPT_NAME DIR... -- PROGRAM...: exits 2, naming it, when a program is missing
+# from a DIR's profile folder.
+ab_require() {
+    local name=$1 dirs=() dir bin
+    shift
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do
+        dirs+=("$1")
+        shift
+    done
+    shift
+    for dir in "${dirs[@]}"; do
+        for bin in "$@"; do
+            [ -x "$dir/$profile/$bin" ] || {
+                echo "$name: $dir/$profile/$bin is missing: build it with cargo build --profile $profile" >&2
+                exit 2
+            }
+        done
+    done
+}
