@@ -471,7 +471,6 @@ impl UdpEndpoint {
 
     /// Receives one datagram if one is waiting: `Ok(None)` when none is.
     pub fn recv(&self, buf: &mut [u8]) -> Result<Option<(usize, PhysId)>, UdpError> {
-        use nix::errno::Errno;
         loop {
             match raw_recvfrom(self.sock.as_raw_fd(), buf) {
                 Ok((n, Some(from))) => return Ok(Some((n, PhysId::from_socket_addr(from)))),
@@ -485,16 +484,16 @@ impl UdpEndpoint {
                         ),
                     })
                 }
-                Err(Errno::EAGAIN) => return Ok(None),
+                Err(libc::EAGAIN) => return Ok(None),
                 // An ICMP error from an earlier send (peer port closed) is reported on a later
                 // call; it concerns no datagram waiting here. Peer death is the transport's
                 // business (peer timeout), so skip it.
-                Err(Errno::EINTR | Errno::ECONNREFUSED) => continue,
-                Err(e) => {
+                Err(libc::EINTR | libc::ECONNREFUSED) => continue,
+                Err(errno) => {
                     return Err(UdpError::Socket {
                         call: "recvfrom",
                         addr: self.local_addr,
-                        source: io::Error::from(e),
+                        source: io::Error::from_raw_os_error(errno),
                     })
                 }
             }
@@ -549,10 +548,12 @@ impl UdpEndpoint {
 /// the call, which Rust never uses) and nix's, an empty poll ran about 110 instructions of
 /// wrappers around the kernel's `EAGAIN`; every idle round of a wait makes one, and an
 /// arrival waits half a round on average to be noticed (`benches/perf/network-turnaround.md`).
+/// A failure is the raw `errno`, compared as a number: nix's `Errno::last` turns it into its
+/// enum through a match over every code, on every empty poll.
 fn raw_recvfrom(
     fd: std::os::fd::RawFd,
     buf: &mut [u8],
-) -> Result<(usize, Option<SocketAddrV4>), nix::errno::Errno> {
+) -> Result<(usize, Option<SocketAddrV4>), i32> {
     // SAFETY: `sockaddr_in` is plain data, valid as zero.
     let mut from: libc::sockaddr_in = unsafe { std::mem::zeroed() };
     let mut from_len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
@@ -572,7 +573,7 @@ fn raw_recvfrom(
         )
     };
     if r < 0 {
-        return Err(nix::errno::Errno::last());
+        return Err(nix::errno::Errno::last_raw());
     }
     let ipv4 = from.sin_family == libc::AF_INET as libc::sa_family_t
         && from_len as usize == std::mem::size_of::<libc::sockaddr_in>();
