@@ -9,6 +9,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+// The launcher's tests' helper: a dev-dependency on the launcher's test code would be a cycle.
+#[path = "../../launcher/tests/common/proc_state.rs"]
+mod proc_state;
+use proc_state::alive;
 use rgasnet_bench::compare::runner::{run, Job};
 use rgasnet_bench::parse::parse_output;
 use rgasnet_bench::record::{Kind, Record};
@@ -704,16 +708,6 @@ fn compare_reads_gasnet_ex_labels_and_rotates_the_order_of_each_repeat() {
         assert!(probes.contains(" us; after: shm flag "), "{probes}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-/// Whether process `pid` still runs: not gone, and not a zombie waiting for its new parent
-/// to reap it.
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.split_whitespace()
-            .nth(2)
-            .is_some_and(|state| state != "Z")
-    })
 }
 
 #[test]

@@ -2,6 +2,9 @@
 //! timeout (the whole process group is killed and the test fails if it is exceeded).
 #![allow(dead_code, unreachable_pub)]
 
+mod proc_state;
+pub use proc_state::alive;
+
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -129,14 +132,6 @@ pub fn failure_to_exit_ms(r: &Run) -> u128 {
         .parse()
         .unwrap();
     r.ended_at_ms.saturating_sub(at)
-}
-
-/// Whether a process with this pid still exists (and is not a zombie).
-pub fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => s.split_whitespace().nth(2).is_none_or(|st| st != "Z"),
-        Err(_) => false,
-    }
 }
 
 /// Prints the skip line, and appends it to `$RGASNET_SKIP_LOG` when set (scripts/test.sh
