@@ -140,7 +140,7 @@ pub struct CompareArgs {
     /// [`bench_iters`]). 3000: at 500 an 8-byte latency or a barrier was measured over 1-2
     /// ms, which one preemption on a shared VM moves by tens of percent (two compare runs then
     /// disagreed by 10-15 % on the 8-byte get and the barrier); the history of the agreement
-    /// checks (`scripts/compare-agreement.sh`) is in benches/README.md.
+    /// checks (`scripts/compare-agreement.sh`) is in benches/perf/agreement.md.
     #[arg(short = 'i', long, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(1..))]
     pub iters: u64,
     /// Largest message size of the sweeps (K/M/G suffixes).
