@@ -488,9 +488,10 @@ impl UdpEndpoint {
                     })
                 }
                 Err(libc::EAGAIN) => return Ok(None),
-                // An ICMP error from an earlier send (peer port closed) is reported on a later
-                // call; it concerns no datagram waiting here. Peer death is the transport's
-                // business (peer timeout), so skip it.
+                // An ICMP error from an earlier send (peer port closed), where the kernel
+                // reports one (a connected socket, or IP_RECVERR; this unconnected one gets
+                // none), comes on a later call and concerns no datagram waiting here. Peer
+                // death is the transport's business (peer timeout), so skip it.
                 Err(libc::EINTR | libc::ECONNREFUSED) => continue,
                 Err(errno) => {
                     return Err(UdpError::Socket {

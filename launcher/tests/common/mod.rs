@@ -3,6 +3,8 @@
 #![allow(dead_code, unreachable_pub)]
 
 mod proc_state;
+// Not every test program that includes `common` calls it (`dead_code` does not cover imports).
+#[allow(unused_imports)]
 pub use proc_state::alive;
 
 use std::io::Read;
