@@ -27,7 +27,7 @@ def profile(path, program, locked):
     """(command line, locked count per function, calls per called function)."""
     names = {"ob": {}, "fn": {}}
     obj = fn = None
-    addr = line = 0
+    addr = 0
     call_line_next = False
     cmd = ""
     per_fn = collections.Counter()
@@ -60,10 +60,9 @@ def profile(path, program, locked):
                 continue
             if not (s[0].isdigit() or s[0] in "+-*"):
                 continue
+            # "ADDRESS LINE COST": only the address and the cost matter here.
             parts = s.split()
             addr = position(parts[0], addr)
-            if len(parts) > 1:
-                line = position(parts[1], line)
             if call_line_next:
                 # The cost line of a call: the callee's inclusive cost, not this address's.
                 call_line_next = False
@@ -85,13 +84,15 @@ def main():
     if ops == 0:
         sys.exit("locked_ops.py: no rank called AnyNi::put_from or AnyNi::get")
     print(f"operations (8 B puts and gets of the initiator): {ops}")
-    for _, per_fn, calls in sorted(ranks, key=lambda r: -sum(c for n, c in r[2].items() if n and "AnyNi::put_from" in n)):
-        role = "initiator" if any(n and "AnyNi::put_from" in n for n in calls) else "target"
+    roles = []
+    for _, per_fn, calls in ranks:
+        initiator = any(n and "AnyNi::put_from" in n for n in calls)
+        roles.append((0 if initiator else 1, "initiator" if initiator else "target", per_fn))
+    for _, role, per_fn in sorted(roles, key=lambda r: r[0]):
         total = sum(per_fn.values())
         print(f"\n{role}: {total / ops:.1f} locked instructions per operation ({total} in all)")
         for name, n in per_fn.most_common(15):
             if n / ops >= 0.05:
                 print(f"  {n / ops:6.2f}  {name[:110]}")
-
 
 main()
