@@ -18,11 +18,14 @@
 # each round also runs the counter-barrier floor (`barrier_floor`, from BIN_DIR or its
 # examples/ folder; the example benches/examples/barrier_floor.rs): bare processes, no
 # barrier software, i.e. what the scheduler and the cache cost at that rank count.
+# ALT_ENV ("VAR=value ...") and/or ALT_BIN_DIR add a side "alt": rgasnet again, with that
+# environment and/or those binaries, in the same rotation (an A/B of two builds or settings
+# against the same peer runs).
 # The many-core figures of the issue (16 ranks on 16 cores) need a machine with that many
 # cores; on this 2-vCPU VM every count above 2 is oversubscribed.
 set -euo pipefail
 if [ $# -lt 1 ]; then
-    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 gasnet=$(cd "$1" && pwd)
@@ -63,14 +66,21 @@ run() {
             { echo "barrier-ranks.sh: the floor at $n ranks failed:" >&2; echo "$out" | tail -5 >&2; return 1; }
         echo "$out" | awk '/counter-barrier floor/ { print $(NF-1); found = 1 } END { exit !found }'
         return
-    elif [ "$side" = rgasnet ]; then
-        local pshm=1 iters=${SHM_ITERS:-100000}
+    elif [ "$side" = rgasnet ] || [ "$side" = alt ]; then
+        local pshm=1 iters=${SHM_ITERS:-100000} b=$bin extra=()
         [ "$path" = net ] && pshm=0 iters=${NET_ITERS:-2000}
-        out=$(RGASNET_PSHM=$pshm timeout 600 "$bin/rgasnetrun" -n "$n" "$bin/testbarrier" -i "$iters" 2>&1)
+        if [ "$side" = alt ]; then
+            b=${ALT_BIN_DIR:-$bin}
+            # shellcheck disable=SC2206
+            extra=(${ALT_ENV:-})
+        fi
+        out=$(env RGASNET_PSHM=$pshm "${extra[@]}" timeout 600 "$b/rgasnetrun" -n "$n" "$b/testbarrier" -i "$iters" 2>&1)
     elif [ "$path" = shm ]; then
         out=$(cd "$gasnet/smp-conduit" && GASNET_PSHM_NODES=$n timeout 600 ./testbarrier "${SHM_ITERS:-100000}" 2>&1)
     else
+        # GASNET_MASTERIP: the workers reach the spawner over loopback, with no name service.
         out=$(cd "$gasnet/udp-conduit" && GASNET_SPAWNFN=L GASNET_SUPERNODE_MAXSIZE=1 \
+            GASNET_MASTERIP=${GASNET_MASTERIP:-127.0.0.1} \
             timeout 600 ./testbarrier "$n" "${UDP_ITERS:-200}" 2>&1)
     fi || { echo "barrier-ranks.sh: $side $path $n ranks failed:" >&2; echo "$out" | tail -10 >&2; return 1; }
     echo "$out" | named || { echo "barrier-ranks.sh: no named-barrier line from $side $path $n ranks" >&2; return 1; }
@@ -82,14 +92,12 @@ for path in $paths; do
     peer=$([ "$path" = shm ] && echo smp || echo udp)
     for n in "${ranks[@]}"; do
         for r in $(seq 1 "$rounds"); do
-            order=(rgasnet "$peer")
-            [ $((r % 2)) -eq 0 ] && order=("$peer" rgasnet)
-            if [ "$path" = shm ] && [ -n "$floor" ]; then
-                # Three sides: each goes first in turn.
-                case $((r % 3)) in
-                1) order=(rgasnet "$peer" floor) ;; 2) order=("$peer" floor rgasnet) ;; 0) order=(floor rgasnet "$peer") ;;
-                esac
-            fi
+            # Every side goes first in turn: round r rotates the list by r - 1.
+            sides=(rgasnet "$peer")
+            [ "$path" = shm ] && [ -n "$floor" ] && sides+=(floor)
+            [ -n "${ALT_ENV:-}${ALT_BIN_DIR:-}" ] && sides+=(alt)
+            k=$(((r - 1) % ${#sides[@]}))
+            order=("${sides[@]:k}" "${sides[@]:0:k}")
             for side in "${order[@]}"; do
                 v=$(run "$side" "$path" "$n")
                 echo "$path $n round $r $side $v us"
@@ -110,13 +118,20 @@ per_round() {
 # side PATH RANKS SIDE: the median of SIDE's figures over the rounds.
 side() { awk -v p="$1" -v n="$2" -v s="$3" '$1 == p && $2 == n && $4 == s { print $5 }' "$results" | median; }
 echo "Named barrier, medians of $rounds alternating rounds (us; ratios: medians of per-round ratios)"
-printf '%-5s %6s %12s %12s %8s %8s %14s %11s\n' path ranks rgasnet peer floor ratio rgasnet/floor peer/floor
+alt=$([ -n "${ALT_ENV:-}${ALT_BIN_DIR:-}" ] && echo 1 || true)
+[ -n "$alt" ] && echo "alt: ${ALT_ENV:-} ${ALT_BIN_DIR:+binaries from $ALT_BIN_DIR}"
+printf '%-5s %6s %12s %12s %8s %8s %14s %11s' path ranks rgasnet peer floor ratio rgasnet/floor peer/floor
+[ -n "$alt" ] && printf ' %10s %9s %12s' alt alt/peer rgasnet/alt
+echo
 for path in $paths; do
     for n in "${ranks[@]}"; do
         peer=$([ "$path" = shm ] && echo smp || echo udp)
-        printf '%-5s %6s %12s %12s %8s %8s %14s %11s\n' "$path" "$n" "$(side "$path" "$n" rgasnet)" \
+        printf '%-5s %6s %12s %12s %8s %8s %14s %11s' "$path" "$n" "$(side "$path" "$n" rgasnet)" \
             "$(side "$path" "$n" "$peer")" "$(side "$path" "$n" floor)" \
             "$(per_round "$path" "$n" rgasnet "$peer")" \
             "$(per_round "$path" "$n" rgasnet floor)" "$(per_round "$path" "$n" "$peer" floor)"
+        [ -n "$alt" ] && printf ' %10s %9s %12s' "$(side "$path" "$n" alt)" \
+            "$(per_round "$path" "$n" alt "$peer")" "$(per_round "$path" "$n" rgasnet alt)"
+        echo
     done
 done
