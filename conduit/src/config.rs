@@ -29,6 +29,10 @@ pub const PSHM: &str = "RGASNET_PSHM";
 /// the shared counter on a host with more ranks than CPUs), `counter` or `dissemination`. The
 /// lowest rank of each host decides for the host.
 pub const PSHM_BARRIER: &str = "RGASNET_PSHM_BARRIER";
+/// `RGASNET_PSHM_BARRIER_RADIX`: the dissemination barrier's radix, 2 to 8 (each rank writes to
+/// radix - 1 others per round; 16 ranks take 4 rounds at 2, 2 at 4). The lowest rank of each
+/// host decides for the host.
+pub const PSHM_BARRIER_RADIX: &str = "RGASNET_PSHM_BARRIER_RADIX";
 /// `RGASNET_PORTALS`: which Portals engine, `native` (default) or `ref`.
 pub const PORTALS: &str = "RGASNET_PORTALS";
 /// `RGASNET_PORTALS_MAX_INFLIGHT`: over a Portals library (`RGASNET_PORTALS=ref`), the active
@@ -197,6 +201,8 @@ pub struct Config {
     pub pshm: bool,
     /// The shared-memory node barrier ([`PSHM_BARRIER`]).
     pub pshm_barrier: rgasnet_pshm::BarrierKind,
+    /// The dissemination barrier's radix ([`PSHM_BARRIER_RADIX`]).
+    pub pshm_barrier_radix: u32,
     /// Print settings at start-up.
     pub verbose_env: bool,
     /// Which Portals engine.
@@ -316,6 +322,11 @@ impl Config {
             rgasnet_pshm::BarrierKind::parse(v)
                 .ok_or_else(|| "expected `auto`, `counter` or `dissemination`".into())
         })?;
+        let pshm_barrier_radix = r.get(
+            PSHM_BARRIER_RADIX,
+            rgasnet_pshm::DEFAULT_BARRIER_RADIX,
+            |v| Ok(parse_count(v, 2, rgasnet_pshm::MAX_BARRIER_RADIX as usize)? as u32),
+        )?;
         let verbose_env = r.get(VERBOSEENV, false, parse_bool)?;
         let portals = r.get(PORTALS, PortalsEngine::Native, |v| {
             match v.to_ascii_lowercase().as_str() {
@@ -384,6 +395,7 @@ impl Config {
             supernode_maxsize,
             pshm: pshm && supernode_maxsize != 1,
             pshm_barrier,
+            pshm_barrier_radix,
             verbose_env,
             portals,
             portals_max_inflight,

@@ -339,10 +339,7 @@ mod tests {
                         assert!(wait(
                             w.b(),
                             t,
-                            WaitPolicy {
-                                spin: Duration::ZERO,
-                                yield_cpu: false,
-                            },
+                            WaitPolicy::roomy(Duration::ZERO, Duration::ZERO),
                             Duration::from_secs(60)
                         ));
                         // Everyone incremented for this round before anyone passed.

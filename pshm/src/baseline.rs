@@ -378,9 +378,11 @@ fn floor_words(words: &[AtomicU64]) -> Option<BarrierWords<'_>> {
 /// One anonymous barrier of the floor; false if it did not complete within the timeout.
 fn floor_barrier(floor: &BarrierWords<'_>, members: u32, yield_cpu: bool) -> bool {
     let ticket = floor.arrive(members, BarrierName::default());
-    let policy = WaitPolicy {
-        spin: PARTNER_TIMEOUT,
-        yield_cpu,
+    // Pure spinning (or yielding) for the whole timeout: the floor never sleeps.
+    let policy = if yield_cpu {
+        WaitPolicy::crowded(PARTNER_TIMEOUT)
+    } else {
+        WaitPolicy::roomy(PARTNER_TIMEOUT, Duration::ZERO)
     };
     spin_until(policy, || floor.done(ticket))
 }

@@ -41,6 +41,9 @@ pub(crate) const W_BARRIER_MODE: usize = 6;
 pub(crate) const BARRIER_COUNTER: u64 = 0;
 /// The dissemination barrier (`dissemination`).
 pub(crate) const BARRIER_DISSEMINATION: u64 = 1;
+/// The dissemination barrier's radix (members each writes to per round, plus one), as the
+/// leader decided at attach; only the leader's object's is read.
+pub(crate) const W_BARRIER_RADIX: usize = 7;
 /// Doorbell futex word (used through its 32-bit view only).
 pub(crate) const W_DOORBELL: usize = 8;
 /// Node barrier arrival counter (32-bit view only); only the leader's object's is used.
@@ -68,15 +71,19 @@ pub(crate) const W_DISS_SLEEP: usize = 96;
 /// The last dissemination barrier this rank completed (its epoch; 32-bit view only): a
 /// rank that ended its program after completing a barrier has done its part of it.
 pub(crate) const W_DISS_DONE: usize = 104;
-/// Rounds of the dissemination barrier the header has slots for.
-pub(crate) const DISS_MAX_ROUNDS: usize = 8;
-/// First word of the dissemination slots: one line per parity and round, the line's first
+/// Dissemination slots per parity: the rest of the header page, one line each. A barrier of
+/// radix `k` uses `k - 1` per round (see `dissemination`).
+pub(crate) const DISS_SLOTS_PER_PARITY: usize = (PAGE / 8 - W_DISS_SLOTS) / 8 / 2;
+// 256 members at radix 7 or 8 take 17 slots (6 + 6 + 5, 7 + 7 + 3), no radix up to 8 more.
+const _: () = assert!(DISS_SLOTS_PER_PARITY >= 17);
+/// First word of the dissemination slots: one line per parity and slot, the line's first
 /// word the epoch (32-bit view only), its second the names merged so far.
 pub(crate) const W_DISS_SLOTS: usize = 128;
 
-/// The first word of the dissemination slot of `round` for barriers of `parity`.
-pub(crate) const fn diss_slot(parity: usize, round: usize) -> usize {
-    W_DISS_SLOTS + (parity * DISS_MAX_ROUNDS + round) * 8
+/// The first word of dissemination slot `slot` (`< DISS_SLOTS_PER_PARITY`) for barriers of
+/// `parity`.
+pub(crate) const fn diss_slot(parity: usize, slot: usize) -> usize {
+    W_DISS_SLOTS + (parity * DISS_SLOTS_PER_PARITY + slot) * 8
 }
 
 /// Cells that the largest record needs (header, 16 args, maximal Medium payload).
@@ -176,7 +183,7 @@ mod tests {
         let mut hot = hot.to_vec();
         hot.push(W_DISS_SLEEP);
         hot.push(W_DISS_DONE);
-        hot.extend((0..2).flat_map(|p| (0..DISS_MAX_ROUNDS).map(move |r| diss_slot(p, r))));
+        hot.extend((0..2).flat_map(|p| (0..DISS_SLOTS_PER_PARITY).map(move |s| diss_slot(p, s))));
         let mut lines: Vec<usize> = hot.iter().map(|w| w / 8).collect();
         lines.push(W_MAGIC / 8);
         lines.sort_unstable();
@@ -187,6 +194,7 @@ mod tests {
         assert!(W_BARRIER_NAME.iter().all(|&w| w / 8 == W_BARRIER_GEN / 8));
         for w in [
             W_BARRIER_MODE,
+            W_BARRIER_RADIX,
             W_JOB_KEY,
             W_RANK,
             W_SEGMENT_LEN,

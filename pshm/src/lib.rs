@@ -53,6 +53,7 @@ mod segment;
 mod wait;
 
 pub use barrier::{BarrierName, BarrierTicket};
+pub use dissemination::{DEFAULT_RADIX as DEFAULT_BARRIER_RADIX, MAX_RADIX as MAX_BARRIER_RADIX};
 pub use error::{BaselineError, HostError, RecvError, SendError, SetupError};
 pub use host::{host_id, Supernodes, BOOT_ID_PATH};
 pub use layout::MIN_QUEUE_CELLS;
@@ -63,4 +64,4 @@ pub use segment::{
     check_space, fast_region, job_prefix, object_name, remove_job_objects, ExternalMemory,
     MappedSegment, SHM_DIR,
 };
-pub use wait::WaitPolicy;
+pub use wait::{WaitPolicy, WaitStage};

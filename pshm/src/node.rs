@@ -40,6 +40,9 @@ pub struct NodeConfig {
     /// Which node barrier the supernode uses; only the leader's (lowest rank's) choice
     /// counts, so that every member runs the same one.
     pub barrier: BarrierKind,
+    /// The dissemination barrier's radix, `2..=`[`crate::dissemination::MAX_RADIX`] (members
+    /// each member writes to per round, plus one); the leader's counts, as for `barrier`.
+    pub barrier_radix: u32,
 }
 
 impl NodeConfig {
@@ -53,6 +56,7 @@ impl NodeConfig {
             queue_cells: MIN_QUEUE_CELLS,
             wait: WaitPolicy::default(),
             barrier: BarrierKind::Auto,
+            barrier_radix: crate::dissemination::DEFAULT_RADIX,
         }
     }
 
@@ -72,6 +76,13 @@ impl NodeConfig {
             return Err(SetupError::Config(format!(
                 "rank {} is not among the supernode members {:?}",
                 self.rank, self.members
+            )));
+        }
+        let max = crate::dissemination::MAX_RADIX;
+        if !(2..=max).contains(&self.barrier_radix) {
+            return Err(SetupError::Config(format!(
+                "the dissemination barrier's radix must be 2 to {max}, got {}",
+                self.barrier_radix
             )));
         }
         Ok(())
@@ -270,14 +281,22 @@ impl Node {
         }
         // The leader's choice, written before the first bootstrap barrier. Relaxed: the
         // bootstrap barriers order it (as they order the header's other fields).
-        let mode = peers
-            .first()
-            .and_then(|p| p.mapping.words().get(layout::W_BARRIER_MODE))
-            .map(|w| w.load(Ordering::Relaxed));
-        let dissemination = match mode {
-            Some(layout::BARRIER_DISSEMINATION) => {
-                Dissemination::new(peers.iter().map(|p| Arc::clone(&p.mapping)).collect(), own)
-            }
+        let leader_word = |w: usize| {
+            peers
+                .first()
+                .and_then(|p| p.mapping.words().get(w))
+                .map(|w| w.load(Ordering::Relaxed))
+        };
+        // A radix the layout cannot serve leaves every member on the counter alike.
+        let radix = leader_word(layout::W_BARRIER_RADIX)
+            .and_then(|r| u32::try_from(r).ok())
+            .unwrap_or(0);
+        let dissemination = match leader_word(layout::W_BARRIER_MODE) {
+            Some(layout::BARRIER_DISSEMINATION) => Dissemination::new(
+                peers.iter().map(|p| Arc::clone(&p.mapping)).collect(),
+                own,
+                radix,
+            ),
             _ => None,
         };
         let node = Node {
@@ -569,10 +588,8 @@ fn write_header(own: &Mapping, config: &NodeConfig, layout: &Layout) {
     w[layout::W_QUEUE_CELLS].store(layout.queue_cells as u64, Ordering::Relaxed);
     w[layout::W_OBJECT_LEN].store(layout.object_len as u64, Ordering::Relaxed);
     // Read from the leader's object only. The counter on a host with more ranks than CPUs
-    // (see `dissemination`), or with more members than the slots' rounds.
-    let fits =
-        crate::dissemination::rounds_for(config.members.len()) <= crate::dissemination::MAX_ROUNDS;
-    let disseminate = fits
+    // (see `dissemination`), or with more members than the slots serve.
+    let disseminate = crate::dissemination::fits(config.members.len(), config.barrier_radix)
         && match config.barrier {
             BarrierKind::Auto => !config.wait.yield_cpu,
             BarrierKind::Counter => false,
@@ -585,6 +602,7 @@ fn write_header(own: &Mapping, config: &NodeConfig, layout: &Layout) {
     };
     // Relaxed: released with the magic below, and ordered by the bootstrap barrier.
     w[layout::W_BARRIER_MODE].store(mode, Ordering::Relaxed);
+    w[layout::W_BARRIER_RADIX].store(u64::from(config.barrier_radix), Ordering::Relaxed);
     // Release: a peer that sees the magic sees the fields (the bootstrap barrier orders them
     // too; this keeps the header self-describing without relying on it).
     w[layout::W_MAGIC].store(layout::MAGIC, Ordering::Release);

@@ -9,7 +9,7 @@ use super::Node;
 use crate::barrier::{BarrierName, BarrierTicket, BarrierWords};
 use crate::layout;
 use crate::segment::as_u32;
-use crate::wait;
+use crate::wait::{self, WaitPolicy, WaitStage};
 
 /// Which node barrier a supernode uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -54,8 +54,8 @@ impl BarrierKind {
 pub struct BarrierWaiting {
     steps: u32,
     since: Option<Instant>,
-    /// Whether the last clock read found the spin over.
-    old: bool,
+    /// What the last clock read said the wait does (`None`: no read yet).
+    stage: Option<WaitStage>,
 }
 
 impl BarrierWaiting {
@@ -67,14 +67,17 @@ impl BarrierWaiting {
         *self = BarrierWaiting::default();
     }
 
-    /// Counts a step; whether the wait is younger than `spin` (as of the last clock read,
+    /// Counts a step; what the wait does at it under `policy` (as of the last clock read,
     /// which the first batch of steps makes).
-    fn young(&mut self, spin: Duration) -> bool {
+    fn stage(&mut self, policy: &WaitPolicy) -> WaitStage {
         self.steps = self.steps.wrapping_add(1);
         if self.steps % Self::CHECKS_PER_READ == 0 {
-            self.old = self.since.get_or_insert_with(Instant::now).elapsed() >= spin;
+            let waited = self.since.get_or_insert_with(Instant::now).elapsed();
+            self.stage = Some(policy.stage(waited));
         }
-        !self.old
+        *self
+            .stage
+            .get_or_insert_with(|| policy.stage(Duration::ZERO))
     }
 }
 
@@ -161,9 +164,9 @@ impl Node {
     }
 
     /// One step of waiting for the barrier of `ticket` that keeps the caller in control (it
-    /// has messages to poll between steps): while `waiting` is young, a spin hint (or a yield
-    /// of the CPU, on a crowded host); once it has lasted the policy's spin, a sleep on the
-    /// barrier of at most `nap`. The clock is read once per [`BarrierWaiting::CHECKS_PER_READ`]
+    /// has messages to poll between steps), as the wait policy has it for how long `waiting`
+    /// has lasted: a spin hint, a yield of the CPU, or (once the policy's polling is over) a
+    /// sleep on the barrier of at most `nap`. The clock is read once per [`BarrierWaiting::CHECKS_PER_READ`]
     /// steps, so a short wait never reads it. Returns whether the barrier completed.
     pub fn barrier_pause(
         &self,
@@ -174,15 +177,12 @@ impl Node {
         if self.barrier_done(ticket) {
             return true;
         }
-        if waiting.young(self.wait.spin) {
-            if self.wait.yield_cpu {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
-            return self.barrier_done(ticket);
+        match waiting.stage(&self.wait) {
+            WaitStage::Spin => std::hint::spin_loop(),
+            WaitStage::Yield => std::thread::yield_now(),
+            WaitStage::Sleep => return self.barrier_sleep(ticket, nap),
         }
-        self.barrier_sleep(ticket, nap)
+        self.barrier_done(ticket)
     }
 
     /// Sleeps at most `nap` unless the barrier of `ticket` completes; returns whether it has.

@@ -248,6 +248,17 @@ fn bad_configs_are_rejected() {
         Node::attach(cfg, no_barrier),
         Err(SetupError::Config(_))
     ));
+    for radix in [0, 1, 9] {
+        let mut cfg = NodeConfig::new(1, 0, vec![0], 0);
+        cfg.barrier_radix = radix;
+        let e = Node::attach(cfg, no_barrier).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "invalid pshm configuration: the dissemination barrier's radix must be 2 to 8, got {radix}"
+            )
+        );
+    }
 }
 
 #[test]
@@ -496,10 +507,21 @@ fn with_ranks_barrier<T: Send>(
     kinds: impl Fn(u32) -> (BarrierKind, WaitPolicy) + Sync,
     body: impl Fn(u32, Node) -> T + Sync,
 ) -> Vec<T> {
+    with_ranks_barrier_radix(n, crate::dissemination::DEFAULT_RADIX, kinds, body)
+}
+
+/// [`with_ranks_barrier`] with the dissemination barrier's radix `radix`.
+fn with_ranks_barrier_radix<T: Send>(
+    n: u32,
+    radix: u32,
+    kinds: impl Fn(u32) -> (BarrierKind, WaitPolicy) + Sync,
+    body: impl Fn(u32, Node) -> T + Sync,
+) -> Vec<T> {
     with_ranks_config(
         n,
         |rank, cfg| {
             cfg.segment_len = 4096;
+            cfg.barrier_radix = radix;
             (cfg.barrier, cfg.wait) = kinds(rank);
         },
         |rank, node, _rx, _barrier| body(rank, node),
@@ -536,18 +558,32 @@ fn barrier_case(i: u32, rank: u32, n: u32) -> (BarrierName, Option<Option<u32>>)
 
 #[test]
 fn both_node_barriers_agree_on_names_values_and_never_let_a_rank_pass_early() {
-    for kind in [BarrierKind::Counter, BarrierKind::Dissemination] {
-        for n in [1u32, 2, 3, 5, 8] {
+    let kinds = [
+        (BarrierKind::Counter, 2),
+        (BarrierKind::Dissemination, 2),
+        (BarrierKind::Dissemination, 3),
+        (BarrierKind::Dissemination, 4),
+        (BarrierKind::Dissemination, 8),
+    ];
+    for (kind, radix) in kinds {
+        // 9: two rounds at radix 8, three slots in the second round at radix 4 (4 and 8
+        // members back), a partial last round at radix 2 and 3.
+        for n in [1u32, 2, 3, 5, 8, 9] {
             let arrivals = AtomicU64::new(0);
-            with_ranks_barrier(
+            with_ranks_barrier_radix(
                 n,
+                radix,
                 |_| (kind, WaitPolicy::default()),
                 |rank, node| {
                     assert_eq!(
                         node.barrier_disseminates(),
                         kind == BarrierKind::Dissemination
                     );
-                    for i in 0..300u32 {
+                    // Fewer barriers where the threads outnumber the CPUs of a small machine
+                    // many times over (each spinning waiter holds one until its slice ends):
+                    // every case of `barrier_case` still comes a dozen times.
+                    let barriers = if n > 5 { 60 } else { 300 };
+                    for i in 0..barriers {
                         let (name, want) = barrier_case(i, rank, n);
                         arrivals.fetch_add(1, Ordering::SeqCst);
                         let t = node.barrier_arrive_with(name, u64::from(i) << 8 | u64::from(rank));
@@ -560,18 +596,20 @@ fn both_node_barriers_agree_on_names_values_and_never_let_a_rank_pass_early() {
                         }
                         assert!(
                             arrivals.load(Ordering::SeqCst) >= u64::from((i + 1) * n),
-                            "{kind:?}, {n} ranks: rank {rank} passed barrier {i} early"
+                            "{kind:?} radix {radix}, {n} ranks: rank {rank} passed barrier {i} early"
                         );
                         let got = node.barrier_name(t);
                         match want {
-                            None => assert!(got.mismatch, "{kind:?} n={n} i={i}: {got:?}"),
+                            None => {
+                                assert!(got.mismatch, "{kind:?} radix {radix} n={n} i={i}: {got:?}")
+                            }
                             Some(name) => assert_eq!(
                                 got,
                                 BarrierName {
                                     name,
                                     mismatch: false
                                 },
-                                "{kind:?} n={n} i={i} rank {rank}"
+                                "{kind:?} radix {radix} n={n} i={i} rank {rank}"
                             ),
                         }
                         for j in 0..n as usize {
@@ -589,24 +627,30 @@ fn both_node_barriers_agree_on_names_values_and_never_let_a_rank_pass_early() {
 
 #[test]
 fn a_late_rank_wakes_the_ranks_asleep_in_either_node_barrier() {
-    for kind in [BarrierKind::Counter, BarrierKind::Dissemination] {
-        let quick = WaitPolicy {
-            spin: Duration::from_micros(1),
-            yield_cpu: false,
-        };
-        with_ranks_barrier(
-            3,
+    // Radix 4 with 3 ranks: one round of two slots (a sleeper waits on whichever is not
+    // written yet); radix 3 with 5: two rounds, the second of two slots.
+    let cases = [
+        (BarrierKind::Counter, 2, 3u32),
+        (BarrierKind::Dissemination, 2, 3),
+        (BarrierKind::Dissemination, 4, 3),
+        (BarrierKind::Dissemination, 3, 5),
+    ];
+    for (kind, radix, n) in cases {
+        let quick = WaitPolicy::roomy(Duration::from_micros(1), Duration::ZERO);
+        with_ranks_barrier_radix(
+            n,
+            radix,
             |_| (kind, quick),
             |rank, node| {
-                for i in 0..4u32 {
-                    if rank == i % 3 {
+                for i in 0..n + 1 {
+                    if rank == i % n {
                         // The others have long stopped spinning: they sleep on the barrier.
                         std::thread::sleep(Duration::from_millis(30));
                     }
                     let t = node.barrier_arrive();
                     assert!(
                         node.barrier_wait(t, Duration::from_secs(60)),
-                        "{kind:?}: barrier {i} never completed for rank {rank}"
+                        "{kind:?} radix {radix}: barrier {i} never completed for rank {rank}"
                     );
                 }
             },

@@ -28,36 +28,75 @@ use crate::queue::{futex_wait, futex_wake};
 const AWAKE: u32 = 0;
 const SLEEPING: u32 = 1;
 
-/// How long a waiter spins before it sleeps.
+/// How a waiter polls before it sleeps: it spins for [`WaitPolicy::spin`], then yields the CPU
+/// between checks until [`WaitPolicy::poll`] has passed, then sleeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WaitPolicy {
-    /// Spin (re-checking) for this long before sleeping. Zero sleeps at once.
+    /// Spin (re-checking without a syscall) for this long at the start of a wait. Ignored with
+    /// [`WaitPolicy::yield_cpu`].
     pub spin: Duration,
-    /// Yield the CPU (`sched_yield`) between checks instead of spinning on it: for a host
-    /// with more ranks than CPUs, where the rank being waited for may need this CPU to make
-    /// the awaited progress. A futex sleep would cost it a wake-up (tens of µs) per message;
-    /// a spin would hold the CPU until the scheduler's slice ends.
+    /// Poll in all, spin included, for this long before sleeping; past `spin`, each check is
+    /// followed by a yield of the CPU (`sched_yield`). A wait that outlasts the spin was not
+    /// about to end, but a sleep would cost its end a wake-up (tens of µs where a CPU went
+    /// idle, and on a dissemination barrier one per round), while a yield returns at once on a
+    /// CPU that nothing else wants. Zero (or less than `spin`): sleep once the spin is over.
+    pub poll: Duration,
+    /// Yield the CPU between checks from the start of a wait instead of spinning on it: for a
+    /// host with more ranks than CPUs, where the rank being waited for may need this CPU to
+    /// make the awaited progress. A futex sleep would cost it a wake-up (tens of µs) per
+    /// message; a spin would hold the CPU until the scheduler's slice ends.
     pub yield_cpu: bool,
 }
 
+/// What a wait does at its next step ([`WaitPolicy::stage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitStage {
+    /// Check again after a spin hint.
+    Spin,
+    /// Check again after yielding the CPU.
+    Yield,
+    /// Sleep until woken (or a nap ends).
+    Sleep,
+}
+
 impl Default for WaitPolicy {
-    /// 20 µs: two orders of magnitude above a shared-memory round trip, so a reply that is on
-    /// its way is caught spinning, and short enough that an idle rank soon stops burning a core.
+    /// A 20 µs spin, then sleep: two orders of magnitude above a shared-memory round trip, so
+    /// a reply that is on its way is caught spinning, and short enough that an idle rank soon
+    /// stops burning a core.
     fn default() -> Self {
-        WaitPolicy {
-            spin: Duration::from_micros(20),
-            yield_cpu: false,
-        }
+        WaitPolicy::roomy(Duration::from_micros(20), Duration::ZERO)
     }
 }
 
 impl WaitPolicy {
+    /// The policy of a host with a CPU for every rank: spin for `spin`, then yield between
+    /// checks until `poll` has passed, then sleep.
+    pub fn roomy(spin: Duration, poll: Duration) -> WaitPolicy {
+        WaitPolicy {
+            spin,
+            poll,
+            yield_cpu: false,
+        }
+    }
+
     /// The policy of a host with more ranks than CPUs: yield between checks for `budget`,
     /// then sleep.
     pub fn crowded(budget: Duration) -> WaitPolicy {
         WaitPolicy {
-            spin: budget,
+            spin: Duration::ZERO,
+            poll: budget,
             yield_cpu: true,
+        }
+    }
+
+    /// What a wait that has lasted `waited` does next.
+    pub fn stage(&self, waited: Duration) -> WaitStage {
+        if !self.yield_cpu && waited < self.spin {
+            WaitStage::Spin
+        } else if waited < self.poll {
+            WaitStage::Yield
+        } else {
+            WaitStage::Sleep
         }
     }
 }
@@ -86,31 +125,29 @@ pub(crate) fn spin_then_sleep(
     }
 }
 
-/// Spins until `ready()` or until `policy.spin` has passed; returns whether `ready()`.
-/// The clock is read once per 64 checks (a vDSO call, not a syscall); with
-/// [`WaitPolicy::yield_cpu`], once per check, after which the CPU is yielded.
+/// Polls until `ready()` or until the policy's spin and yields are over (see
+/// [`WaitPolicy::stage`]); returns whether `ready()`. While spinning the clock is read once
+/// per 64 checks (a vDSO call, not a syscall); while yielding, once per check, after which the
+/// CPU is yielded.
 pub(crate) fn spin_until(policy: WaitPolicy, mut ready: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
-    if policy.yield_cpu {
-        loop {
-            if ready() {
-                return true;
-            }
-            if start.elapsed() >= policy.spin {
-                return ready();
-            }
-            std::thread::yield_now();
-        }
-    }
     loop {
-        for _ in 0..64 {
-            if ready() {
-                return true;
+        match policy.stage(start.elapsed()) {
+            WaitStage::Spin => {
+                for _ in 0..64 {
+                    if ready() {
+                        return true;
+                    }
+                    std::hint::spin_loop();
+                }
             }
-            std::hint::spin_loop();
-        }
-        if start.elapsed() >= policy.spin {
-            return ready();
+            WaitStage::Yield => {
+                if ready() {
+                    return true;
+                }
+                std::thread::yield_now();
+            }
+            WaitStage::Sleep => return ready(),
         }
     }
 }
@@ -194,22 +231,40 @@ mod tests {
     }
 
     #[test]
+    fn a_wait_spins_then_yields_then_sleeps() {
+        let us = Duration::from_micros;
+        let roomy = WaitPolicy::roomy(us(20), us(1000));
+        assert_eq!(roomy.stage(Duration::ZERO), WaitStage::Spin);
+        assert_eq!(roomy.stage(us(19)), WaitStage::Spin);
+        assert_eq!(roomy.stage(us(20)), WaitStage::Yield);
+        assert_eq!(roomy.stage(us(999)), WaitStage::Yield);
+        assert_eq!(roomy.stage(us(1000)), WaitStage::Sleep);
+        // No polling past the spin (the default): sleep once it is over.
+        let default = WaitPolicy::default();
+        assert_eq!(default.stage(us(19)), WaitStage::Spin);
+        assert_eq!(default.stage(us(20)), WaitStage::Sleep);
+        // A poll shorter than the spin ends nothing early: the spin is still spun.
+        assert_eq!(
+            WaitPolicy::roomy(us(20), us(5)).stage(us(10)),
+            WaitStage::Spin
+        );
+        // A crowded host yields from the start.
+        let crowded = WaitPolicy::crowded(us(1000));
+        assert_eq!(crowded.stage(Duration::ZERO), WaitStage::Yield);
+        assert_eq!(crowded.stage(us(1000)), WaitStage::Sleep);
+    }
+
+    #[test]
     fn spin_until_sees_readiness_and_gives_up() {
         let mut n = 0;
         // A spin budget no machine exhausts in 100 checks (no timing threshold).
-        let long = WaitPolicy {
-            spin: Duration::from_secs(3600),
-            yield_cpu: false,
-        };
+        let long = WaitPolicy::roomy(Duration::from_secs(3600), Duration::ZERO);
         assert!(spin_until(long, || {
             n += 1;
             n == 100
         }));
         assert!(!spin_until(
-            WaitPolicy {
-                spin: Duration::ZERO,
-                yield_cpu: false,
-            },
+            WaitPolicy::roomy(Duration::ZERO, Duration::ZERO),
             || false
         ));
         // Yielding between checks: the same answers.
@@ -223,5 +278,15 @@ mod tests {
         ));
         assert_eq!(n, 100);
         assert!(!spin_until(WaitPolicy::crowded(Duration::ZERO), || false));
+        // Spin over at once, then yields until ready: the same answers.
+        let mut n = 0;
+        assert!(spin_until(
+            WaitPolicy::roomy(Duration::ZERO, Duration::from_secs(3600)),
+            || {
+                n += 1;
+                n == 100
+            }
+        ));
+        assert_eq!(n, 100);
     }
 }
