@@ -635,6 +635,17 @@ mod tests {
             let e = Config::from_source(&env(&[(PORTALS_MAX_INFLIGHT_BYTES, bad)])).unwrap_err();
             assert_eq!((e.var, e.value.as_str()), (PORTALS_MAX_INFLIGHT_BYTES, bad));
         }
+        assert_eq!(
+            Config::from_source(&env(&[])).unwrap().pshm_barrier_radix,
+            4
+        );
+        let c = Config::from_source(&env(&[(PSHM_BARRIER_RADIX, "8")])).unwrap();
+        assert_eq!(c.pshm_barrier_radix, 8);
+        for bad in ["1", "9", "four"] {
+            let e = Config::from_source(&env(&[(PSHM_BARRIER_RADIX, bad)])).unwrap_err();
+            assert_eq!((e.var, e.value.as_str()), (PSHM_BARRIER_RADIX, bad));
+            assert!(e.reason.contains("2 to 8"), "{e}");
+        }
     }
 
     #[test]
