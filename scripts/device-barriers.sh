@@ -26,7 +26,7 @@ root=$(cd "$here/.." && pwd)
 mode=${1:-}
 
 if [ "$mode" = stage ]; then
-    [ $# -ge 2 ] || { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+    [ $# -ge 2 ] || { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
     gasnet=$(cd "$2" && pwd)
     dir=${3:-$root/.dev}
     bin=$root/target/${PROFILE:-release}
@@ -48,7 +48,7 @@ if [ "$mode" = stage ]; then
     exit 0
 fi
 
-[ "$mode" = run ] || { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ "$mode" = run ] || { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 dir=$(cd "${2:-$root/.dev}" && pwd)
 logs=${3:-${OUT:-$dir/logs}}
 mkdir -p "$logs"
