@@ -184,3 +184,83 @@ pub enum ServerError {
         source: io::Error,
     },
 }
+
+/// An error and its causes on one line, `error: cause: cause`, as `anyhow`'s `{:#}` prints a
+/// chain, but without a cause whose text the line already ends with. rgasnet's errors put
+/// their cause's text into their own message (so that `to_string` alone says everything) and
+/// also return the cause from `source`, so `{:#}` would print it once per layer. For the
+/// programs' last word on stderr: `error_chain(err.chain())` of an `anyhow::Error`.
+pub fn error_chain<'a>(
+    chain: impl IntoIterator<Item = &'a (dyn std::error::Error + 'static)>,
+) -> String {
+    let mut line = String::new();
+    for e in chain {
+        let text = e.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A layer that says its cause in its own message, and returns it as its source.
+    #[derive(Debug, thiserror::Error)]
+    #[error("{what}: {source}")]
+    struct Saying {
+        what: &'static str,
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    }
+
+    /// A layer that leaves its cause to `source`.
+    #[derive(Debug, thiserror::Error)]
+    #[error("{what}")]
+    struct Quiet {
+        what: &'static str,
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    }
+
+    fn chain<'a>(
+        e: &'a (dyn std::error::Error + 'static),
+    ) -> Vec<&'a (dyn std::error::Error + 'static)> {
+        std::iter::successors(Some(e), |e| e.source()).collect()
+    }
+
+    #[test]
+    fn each_cause_is_said_once_whether_a_layer_repeats_it_or_not() {
+        let root = || ProtoError::Truncated {
+            field: "rank",
+            need: 4,
+        };
+        let saying = Saying {
+            what: "joining the job",
+            source: Box::new(Saying {
+                what: "configuration",
+                source: Box::new(root()),
+            }),
+        };
+        assert_eq!(
+            error_chain(chain(&saying)),
+            "joining the job: configuration: truncated frame: rank needs 4 more bytes"
+        );
+        let quiet = Quiet {
+            what: "closing barrier",
+            source: Box::new(Saying {
+                what: "barrier",
+                source: Box::new(root()),
+            }),
+        };
+        assert_eq!(
+            error_chain(chain(&quiet)),
+            "closing barrier: barrier: truncated frame: rank needs 4 more bytes"
+        );
+        assert_eq!(error_chain(Vec::new()), "");
+    }
+}

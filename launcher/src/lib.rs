@@ -30,7 +30,7 @@ mod pmi;
 pub mod proto;
 pub mod server;
 
-pub use error::{BootstrapError, ProtoError, ServerError};
+pub use error::{error_chain, BootstrapError, ProtoError, ServerError};
 
 use client::TcpClient;
 use proto::{ToClient, ToServer};

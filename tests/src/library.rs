@@ -99,7 +99,7 @@ pub fn report(name: &str, result: Result<String>) -> std::process::ExitCode {
             std::process::ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("{name}: {e:#}");
+            eprintln!("{name}: {}", rgasnet_launcher::error_chain(e.chain()));
             std::process::ExitCode::FAILURE
         }
     }

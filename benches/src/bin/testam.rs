@@ -606,7 +606,10 @@ fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("testam: error: {e:#}");
+            eprintln!(
+                "testam: error: {}",
+                rgasnet_launcher::error_chain(e.chain())
+            );
             ExitCode::FAILURE
         }
     }

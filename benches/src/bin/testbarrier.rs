@@ -103,7 +103,10 @@ fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("testbarrier: error: {e:#}");
+            eprintln!(
+                "testbarrier: error: {}",
+                rgasnet_launcher::error_chain(e.chain())
+            );
             ExitCode::FAILURE
         }
     }

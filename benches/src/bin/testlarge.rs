@@ -175,7 +175,10 @@ fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("testlarge: error: {e:#}");
+            eprintln!(
+                "testlarge: error: {}",
+                rgasnet_launcher::error_chain(e.chain())
+            );
             ExitCode::FAILURE
         }
     }

@@ -194,7 +194,10 @@ fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("testsmall: error: {e:#}");
+            eprintln!(
+                "testsmall: error: {}",
+                rgasnet_launcher::error_chain(e.chain())
+            );
             ExitCode::FAILURE
         }
     }

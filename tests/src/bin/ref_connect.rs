@@ -31,7 +31,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("ref_connect: {e:#}");
+            eprintln!("ref_connect: {}", rgasnet_launcher::error_chain(e.chain()));
             // A thread stuck inside the library can hold an ordinary exit up (the library's
             // exit handlers wait for it): end without them.
             std::process::abort()

@@ -129,14 +129,21 @@ pub(crate) fn main(args: &[OsString]) -> i32 {
     let place = match Placement::of(&a) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("rgasnetrun agent: {e:#}");
+            eprintln!(
+                "rgasnetrun agent: {}",
+                rgasnet_launcher::error_chain(e.chain())
+            );
             return 2;
         }
     };
     match run(&a, &place) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("rgasnetrun agent on {}: {e:#}", place.host);
+            eprintln!(
+                "rgasnetrun agent on {}: {}",
+                place.host,
+                rgasnet_launcher::error_chain(e.chain())
+            );
             1
         }
     }

@@ -59,8 +59,9 @@ fn main() {
     let code = match cli::resolve(cli).and_then(run) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("rgasnetrun: {e:#}");
-            let not_runnable = format!("{e:#}").contains("program ");
+            let said = rgasnet_launcher::error_chain(e.chain());
+            eprintln!("rgasnetrun: {said}");
+            let not_runnable = said.contains("program ");
             if not_runnable {
                 127
             } else {
