@@ -44,8 +44,9 @@ use crate::segment::{as_u32, Mapping};
 /// [`layout::DISS_SLOTS_PER_PARITY`] (any radix up to 8 fits 256 members).
 pub const MAX_RADIX: u32 = 8;
 
-/// The radix a supernode uses unless configured: on 16 cores, 16 members took 1.28 µs per
-/// barrier at radix 2 (4 rounds); see `benches/perf/waits-and-barriers.md`.
+/// The radix a supernode uses unless configured: on 16 cores, 16 members took 0.70 µs per
+/// barrier at radix 4 (2 rounds) against 0.93 at radix 2 (4 rounds), and radix 8 lost to 4 at 16
+/// members too (`benches/perf/waits-and-barriers.md`, stop 54).
 pub const DEFAULT_RADIX: u32 = 4;
 
 /// One round of a member's part in a barrier.
