@@ -28,6 +28,16 @@ else
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
 fi
+# The headlines need both peers' tests; compare skips a missing one with a note, which would
+# cost both runs' time before the check below finds no ratio. Build them, or stop now.
+for c in udp smp; do
+    for b in testam testsmall testlarge testbarrier; do
+        [ -x "$gasnet/$c-conduit/$b" ] && continue
+        echo "compare-agreement.sh: building $c-conduit's $b in $gasnet" >&2
+        make -s -C "$gasnet/$c-conduit" "$b" >/dev/null ||
+            { echo "compare-agreement.sh: no $b for $c-conduit in $gasnet (make -C $gasnet/$c-conduit $b failed)" >&2; exit 2; }
+    done
+done
 for run in 1 2; do
     "target/$profile/rgasnet-bench" compare --gasnet "$gasnet" --paths native,pshm \
         --no-plots --out "$work/$run" "$@" >/dev/null 2>"$work/$run.log" ||
