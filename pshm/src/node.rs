@@ -497,8 +497,9 @@ impl Receiver {
         self.replies.has_pending() || self.requests.has_pending()
     }
 
-    /// Waits at most `timeout` for a message: spins for the policy's spin time, then sleeps
-    /// on the doorbell futex, which senders ring only when this rank announced it sleeps.
+    /// Waits at most `timeout` for a message: polls as the wait policy says (a spin, then
+    /// yields), then sleeps on the doorbell futex, which senders ring only when this rank
+    /// announced it sleeps.
     /// Returns whether a message is waiting.
     pub fn wait(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;

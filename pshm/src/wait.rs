@@ -1,6 +1,7 @@
-//! Blocking waits without a syscall or a fence on the hot path: spin briefly, then sleep on
-//! a futex (the *doorbell*) in the receiver's mapping; a sender makes the wake-up syscall
-//! only when the receiver announced it is asleep.
+//! Blocking waits without a syscall or a fence on the hot path: spin briefly (then yield the
+//! CPU between checks for the rest of the poll budget, see [`WaitPolicy`]), then sleep on a
+//! futex (the *doorbell*) in the receiver's mapping; a sender makes the wake-up syscall only
+//! when the receiver announced it is asleep.
 //!
 //! The announcement is the sleep bit in the `tail` word of each of the receiver's rings
 //! (see `queue`), which every sender CASes anyway:
