@@ -166,8 +166,9 @@ impl Node {
     /// One step of waiting for the barrier of `ticket` that keeps the caller in control (it
     /// has messages to poll between steps), as the wait policy has it for how long `waiting`
     /// has lasted: a spin hint, a yield of the CPU, or (once the policy's polling is over) a
-    /// sleep on the barrier of at most `nap`. The clock is read once per [`BarrierWaiting::CHECKS_PER_READ`]
-    /// steps, so a short wait never reads it. Returns whether the barrier completed.
+    /// sleep on the barrier of at most `nap`. The clock is read once per
+    /// [`BarrierWaiting::CHECKS_PER_READ`] steps, so a short wait never reads it. Returns
+    /// whether the barrier completed.
     pub fn barrier_pause(
         &self,
         ticket: BarrierTicket,
