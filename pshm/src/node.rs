@@ -603,6 +603,7 @@ fn write_header(own: &Mapping, config: &NodeConfig, layout: &Layout) {
     };
     // Relaxed: released with the magic below, and ordered by the bootstrap barrier.
     w[layout::W_BARRIER_MODE].store(mode, Ordering::Relaxed);
+    // Relaxed: as the mode's, released with the magic and ordered by the bootstrap barrier.
     w[layout::W_BARRIER_RADIX].store(u64::from(config.barrier_radix), Ordering::Relaxed);
     // Release: a peer that sees the magic sees the fields (the bootstrap barrier orders them
     // too; this keeps the header self-describing without relying on it).
