@@ -124,8 +124,8 @@ ssize_t recvmsg(int fd, struct msghdr *msg, int flags) {
     return r;
 }
 
-/* rgasnet's engine receives with syscall(SYS_recvfrom), past the C library's wrapper: seen
- * here too. Every other system call passes through unchanged: six arguments are always
+/* rgasnet's engine receives with syscall(SYS_recvfrom) and sends with syscall(SYS_sendto) and
+ * syscall(SYS_sendmsg), past the C library's wrappers: seen here too. Every other system call passes through unchanged: six arguments are always
  * forwarded, as the kernel takes them and the C library's own syscall() does. Reading
  * arguments a caller did not pass is undefined in ISO C; on the x86-64 System V ABI, the
  * only one this measuring tool is built for, it reads registers and the overflow area and
@@ -137,6 +137,7 @@ long syscall(long number, ...) {
     long a[6];
     for (int i = 0; i < 6; i++) a[i] = va_arg(ap, long);
     va_end(ap);
+    if (number == SYS_sendto || number == SYS_sendmsg) sending();
     long r = real_(number, a[0], a[1], a[2], a[3], a[4], a[5]);
     if (number == SYS_recvfrom) arrived((ssize_t)r);
     return r;
