@@ -98,7 +98,7 @@ for flavour in plain asan; do
             -o "$out/libturnaround_shim.so" -ldl
         if LD_PRELOAD="$out/libturnaround_shim.so" timeout -k 5 60 "$out/udp_size_rtt" 200 1 8 \
             >"$out/turnaround.log" 2>&1 &&
-            [ "$(grep -Ec '^turnaround: pid [0-9]+ rank - samples 2(19|20) ' "$out/turnaround.log")" = 2 ]; then
+            [ "$(grep -Ec '^turnaround: pid [0-9]+ rank - samples 2(19|20) .*; send p50 [0-9]+\.[0-9]{3} us$' "$out/turnaround.log")" = 2 ]; then
             echo "PASS    turnaround_shim"
         else
             echo "FAIL    turnaround_shim (see $out/turnaround.log)"

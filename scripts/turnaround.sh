@@ -6,12 +6,15 @@
 # (`testam`, section A), shared memory off, alternating within every round. The kernel's part
 # of a hop lies inside the two calls, so what a round trip costs beyond raw UDP is about the
 # two sides' extra turnaround, plus half a polling round per side more to notice an arrival
-# (the "polls per datagram" columns: receive calls per datagram received).
+# (the "polls per datagram" columns: receive calls per datagram received). The "send" columns
+# are the time of the send call that ends a turnaround: on loopback the kernel delivers the
+# datagram into the receiver's socket inside it, so two of them are most of the raw round trip.
 #
 #   scripts/turnaround.sh [ROUNDS] [ITERS]          (default 5 rounds of 20000 round trips)
 #
 # Prints every run's lines, then per program the medians of the per-run p50 turnarounds of
-# rank 0 (the initiator) and rank 1 (the target), and their sum less the raw pair's.
+# rank 0 (the initiator) and rank 1 (the target), their sum less the raw pair's, and the
+# medians of the per-run p50 send times.
 set -euo pipefail
 rounds=${1:-5}
 iters=${2:-20000}
@@ -28,15 +31,18 @@ shim=$work/libturnaround_shim.so
 results=$work/results
 : >"$results"
 
-# record NAME < output: the run's turnaround lines as "NAME RANK P50 RECEIVES EMPTY".
+# record NAME < output: the run's turnaround lines as "NAME RANK P50 RECEIVES EMPTY SEND".
 record() {
     local name=$1 out
     out=$(cat)
     echo "$out" | grep -E '^turnaround:|us ave|rtt|8 bytes' || true
     echo "$out" | awk -v n="$name" '/^turnaround:/ {
-        for (i = 1; i <= NF; i++) { if ($i == "rank") r = $(i + 1); if ($i == "p50") p = $(i + 1);
-            if ($i == "receives") v = $(i + 1); if ($i == "empty") e = $(i + 1) }
-        print n, r, p, v, e }' >>"$results"
+        p = ""; gsub(/;/, "")
+        for (i = 1; i <= NF; i++) { if ($i == "rank") r = $(i + 1)
+            if ($i == "p50" && p == "") p = $(i + 1)
+            if ($i == "receives") v = $(i + 1); if ($i == "empty") e = $(i + 1)
+            if ($i == "send") s = $(i + 2) }
+        print n, r, p, v, e, s }' >>"$results"
 }
 for i in $(seq 1 "$rounds"); do
     echo "== round $i"
@@ -51,21 +57,24 @@ python3 - "$results" <<'PY'
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
-    *name, rank, p50, got, empty = line.split()
+    *name, rank, p50, got, empty, send = line.split()
     rows.setdefault(" ".join(name), {}).setdefault(rank, []).append(
-        (float(p50), (int(got) + int(empty)) / max(int(got), 1)))
+        (float(p50), (int(got) + int(empty)) / max(int(got), 1), float(send)))
 def med(vals, k):
     return statistics.median(v[k] for v in vals)
 raw = rows.get("raw", {}).get("-", [])
 if not raw:
     sys.exit("no raw turnaround measured")
 raw_side = med(raw, 0)
-print(f"{'program':10} {'rank 0':>8} {'rank 1':>8} {'extra per round trip':>21} {'polls/datagram 0, 1':>20}")
-print(f"{'raw':10} {raw_side:8.3f} {raw_side:8.3f} {0:21.3f} {med(raw, 1):10.1f}")
+print(f"{'program':10} {'rank 0':>8} {'rank 1':>8} {'extra per round trip':>21} "
+      f"{'polls/datagram 0, 1':>20} {'send 0, 1':>14}")
+print(f"{'raw':10} {raw_side:8.3f} {raw_side:8.3f} {0:21.3f} {med(raw, 1):10.1f}{'':6} "
+      f"{med(raw, 2):8.3f}")
 for name, ranks in rows.items():
     if name == "raw" or "0" not in ranks or "1" not in ranks:
         continue
     r0, r1 = med(ranks["0"], 0), med(ranks["1"], 0)
     print(f"{name:10} {r0:8.3f} {r1:8.3f} {r0 + r1 - 2 * raw_side:21.3f} "
-          f"{med(ranks['0'], 1):10.1f}{med(ranks['1'], 1):6.1f}")
+          f"{med(ranks['0'], 1):10.1f}{med(ranks['1'], 1):6.1f} "
+          f"{med(ranks['0'], 2):8.3f}{med(ranks['1'], 2):6.3f}")
 PY

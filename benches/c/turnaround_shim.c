@@ -5,10 +5,12 @@
  * raw UDP ping-pong (benches/c/udp_size_rtt.c) it is the floor of a hop: a receive, a send
  * and nothing in between. It also counts the receive calls that found nothing, which tells
  * how long one polling round of the waiter is (the mean wait to notice an arrival is half a
- * round). scripts/turnaround.sh runs both and prints them side by side.
+ * round). And it times each send call that ends a turnaround: on loopback the kernel delivers
+ * the datagram into the receiver's socket inside that call, so its time is most of the
+ * kernel's part of a hop. scripts/turnaround.sh runs both and prints them side by side.
  *
  * At exit it prints one line on standard error:
- *   turnaround: pid P rank K samples N p10 A p50 B p90 C us; receives R empty E
+ *   turnaround: pid P rank K samples N p10 A p50 B p90 C us; receives R empty E; send p50 S us
  * (K: the process's RGASNET_RANK, "-" outside an rgasnet job)
  * and nothing if fewer than 100 turnarounds were seen. Receives of more than
  * TURNAROUND_MAX_BYTES bytes (default 200) start no turnaround (the bulk phases of a
@@ -34,6 +36,9 @@
 enum { MAX_SAMPLES = 2 * 1024 * 1024, MIN_REPORTED = 100 };
 
 static float samples[MAX_SAMPLES];
+/* The time of the send calls that ended a turnaround. */
+static float send_samples[MAX_SAMPLES];
+static atomic_long sends_timed;
 static atomic_long stored, receives, empty_receives;
 static long max_bytes = 200;
 
@@ -71,35 +76,56 @@ static void arrived(ssize_t r) {
     }
 }
 
-static void sending(void) {
+/* Called before a send: records the turnaround, if a datagram is awaiting its answer, and
+ * returns when the send starts (0 if it ends no turnaround: not timed). */
+static double sending(void) {
     if (!awaiting_send) {
-        return;
+        return 0;
     }
     awaiting_send = 0;
-    double d = now_us() - last_arrival_us;
+    double start = now_us();
     long i = atomic_fetch_add_explicit(&stored, 1, memory_order_relaxed);
     if (i < MAX_SAMPLES) {
-        samples[i] = (float)d;
+        samples[i] = (float)(start - last_arrival_us);
+    }
+    return start;
+}
+
+/* Called after a send that `sending` returned `start` for. */
+static void sent(double start) {
+    if (start == 0) {
+        return;
+    }
+    double d = now_us() - start;
+    long i = atomic_fetch_add_explicit(&sends_timed, 1, memory_order_relaxed);
+    if (i < MAX_SAMPLES) {
+        send_samples[i] = (float)d;
     }
 }
 
 ssize_t sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *to,
                socklen_t tolen) {
     REAL(ssize_t, "sendto", int, const void *, size_t, int, const struct sockaddr *, socklen_t);
-    sending();
-    return real_(fd, buf, len, flags, to, tolen);
+    double start = sending();
+    ssize_t r = real_(fd, buf, len, flags, to, tolen);
+    sent(start);
+    return r;
 }
 
 ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
     REAL(ssize_t, "sendmsg", int, const struct msghdr *, int);
-    sending();
-    return real_(fd, msg, flags);
+    double start = sending();
+    ssize_t r = real_(fd, msg, flags);
+    sent(start);
+    return r;
 }
 
 ssize_t send(int fd, const void *buf, size_t len, int flags) {
     REAL(ssize_t, "send", int, const void *, size_t, int);
-    sending();
-    return real_(fd, buf, len, flags);
+    double start = sending();
+    ssize_t r = real_(fd, buf, len, flags);
+    sent(start);
+    return r;
 }
 
 ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
@@ -125,7 +151,8 @@ ssize_t recvmsg(int fd, struct msghdr *msg, int flags) {
 }
 
 /* rgasnet's engine receives with syscall(SYS_recvfrom) and sends with syscall(SYS_sendto) and
- * syscall(SYS_sendmsg), past the C library's wrappers: seen here too. Every other system call passes through unchanged: six arguments are always
+ * syscall(SYS_sendmsg), past the C library's wrappers: seen here too. Every other system
+ * call passes through unchanged: six arguments are always
  * forwarded, as the kernel takes them and the C library's own syscall() does. Reading
  * arguments a caller did not pass is undefined in ISO C; on the x86-64 System V ABI, the
  * only one this measuring tool is built for, it reads registers and the overflow area and
@@ -137,9 +164,14 @@ long syscall(long number, ...) {
     long a[6];
     for (int i = 0; i < 6; i++) a[i] = va_arg(ap, long);
     va_end(ap);
-    if (number == SYS_sendto || number == SYS_sendmsg) sending();
+    int send_call = number == SYS_sendto || number == SYS_sendmsg;
+    double start = send_call ? sending() : 0;
     long r = real_(number, a[0], a[1], a[2], a[3], a[4], a[5]);
-    if (number == SYS_recvfrom) arrived((ssize_t)r);
+    if (send_call) {
+        sent(start);
+    } else if (number == SYS_recvfrom) {
+        arrived((ssize_t)r);
+    }
     return r;
 }
 
@@ -157,10 +189,16 @@ __attribute__((destructor)) static void report(void) {
         return;
     }
     qsort(samples, (size_t)n, sizeof samples[0], by_value);
+    long s = atomic_load(&sends_timed);
+    if (s > MAX_SAMPLES) {
+        s = MAX_SAMPLES;
+    }
+    qsort(send_samples, (size_t)s, sizeof send_samples[0], by_value);
     const char *rank = getenv("RGASNET_RANK");
     fprintf(stderr,
             "turnaround: pid %d rank %s samples %ld p10 %.3f p50 %.3f p90 %.3f us; "
-            "receives %ld empty %ld\n",
+            "receives %ld empty %ld; send p50 %.3f us\n",
             (int)getpid(), rank != NULL ? rank : "-", n, samples[n / 10], samples[n / 2],
-            samples[n * 9 / 10], atomic_load(&receives), atomic_load(&empty_receives));
+            samples[n * 9 / 10], atomic_load(&receives), atomic_load(&empty_receives),
+            s > 0 ? (double)send_samples[s / 2] : 0.0);
 }
