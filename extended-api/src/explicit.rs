@@ -12,13 +12,13 @@
 //! remote completion of a put and, for a get, the data in the destination buffer.
 
 use rgasnet_portals::engine::{GetArgs, MdHandle, PutArgs, RemoteAddr};
-use rgasnet_portals::{AckReq, ProcessId};
+use rgasnet_portals::{AckReq, NiFail, ProcessId};
 
 use crate::error::ExtError;
 use crate::ext::{Extended, Shared, GET_CHUNK, PUT_CHUNK, SEG_PUT_CHUNK, SMALL_GET};
 pub use crate::handle::NbHandle;
 use crate::handle::{Dest, Kind};
-use crate::ops::Landing;
+use crate::ops::{Freed, Landing};
 
 impl Shared {
     /// Issues the network puts of an explicit put of `src` (through a bounce lane's descriptor) reporting to
@@ -136,6 +136,21 @@ impl Shared {
             return Ok(NbHandle::done(self));
         }
         let len = dest.len();
+        let n = len.div_ceil(GET_CHUNK).max(1) as u32;
+        if len <= SMALL_GET {
+            // The common small get: its cell and a free slot under one lock.
+            if let Some((cell, slot)) = self.core.ops.alloc_small(n) {
+                if let Some((_, md, base)) = self.small.slot(slot) {
+                    return self.issue_get_op(call, dest, rank, offset, cell, md, base);
+                }
+                // Not reached: a slot is freed only once its block is bound. Should it be,
+                // the cell is freed (its slot with it) and the get takes the path below.
+                let _ = self.core.ops.complete(u64::from(cell), n, NiFail::Dropped);
+                if let Freed::Landing(l) = self.core.ops.orphan(cell) {
+                    self.release_landing(l);
+                }
+            }
+        }
         let small = if len <= SMALL_GET {
             self.take_small_slot(call)?
         } else {
@@ -157,8 +172,24 @@ impl Shared {
                 (Landing::Dynamic { region, md }, md, 0)
             }
         };
-        let n = len.div_ceil(GET_CHUNK).max(1) as u32;
         let cell = self.core.ops.alloc(n, landing);
+        self.issue_get_op(call, dest, rank, offset, cell, md, base)
+    }
+
+    /// Issues the get of cell `cell` into `dest`, landing at `base` of `md`; returns its
+    /// handle.
+    #[allow(clippy::too_many_arguments)]
+    fn issue_get_op<'a>(
+        &'a self,
+        call: &'static str,
+        dest: &'a mut [u8],
+        rank: u32,
+        offset: u64,
+        cell: u32,
+        md: MdHandle,
+        base: usize,
+    ) -> Result<NbHandle<'a>, ExtError> {
+        let len = dest.len();
         let mut h = NbHandle::op(self, cell, rank, call);
         if let Kind::Op { dest: d, .. } = &mut h.kind {
             *d = Dest::Buf(dest);

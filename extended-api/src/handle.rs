@@ -26,6 +26,10 @@ pub(crate) enum Kind<'a> {
         rank: u32,
         call: &'static str,
         dest: Dest<'a>,
+        /// The slab's completion count before the operation was issued
+        /// ([`crate::ops::Ops::finish_if_changed`]): until it moves, the operation has not
+        /// completed, and a wait need not take the slab's lock to know it.
+        completions: u64,
     },
     /// An access region's operations.
     Group(Box<Group<'a>>),
@@ -69,6 +73,7 @@ impl<'a> NbHandle<'a> {
                 rank,
                 call,
                 dest: Dest::None,
+                completions: sh.core.ops.completions(),
             },
         }
     }
@@ -106,6 +111,7 @@ impl<'a> NbHandle<'a> {
                 rank,
                 call,
                 dest,
+                ..
             } => {
                 let f = self.sh.core.ops.finish(*cell)?;
                 let (rank, call) = (*rank, *call);
@@ -166,27 +172,73 @@ impl<'a> NbHandle<'a> {
             return r;
         }
         let call = self.call();
-        loop {
-            if let Some(r) = self.finish() {
-                return r;
+        let Kind::Op {
+            cell,
+            rank,
+            dest,
+            completions,
+            ..
+        } = &mut self.kind
+        else {
+            return self.finish().unwrap_or(Ok(()));
+        };
+        let (cell, rank) = (*cell, *rank);
+        // The handle was made before its operation was issued, so a completion since moved
+        // the count: the first look takes the lock only then.
+        let mut seen = Some(*completions);
+        // Taken out for the wait: if it fails, the handle is dropped as an abandoned
+        // operation (its cell orphaned), which needs no destination.
+        let mut dest = std::mem::replace(dest, Dest::None);
+        let sh = self.sh;
+        // One look at the cell per round, which also finishes it: the check that sees it
+        // complete copies a small get's bytes out and frees the cell and its slot under one
+        // lock, and a round in which no cell completed takes no lock at all.
+        let mut look = || {
+            sh.core
+                .ops
+                .finish_if_changed(cell, &mut seen, |fail, landing| {
+                    if let (Landing::Small(_), Dest::Buf(buf)) = (landing, &mut dest) {
+                        if Shared::fail_result(call, rank, fail).is_ok() {
+                            copy_out(sh, landing, buf);
+                        }
+                    }
+                })
+        };
+        let mut finished = None;
+        let f = loop {
+            if let Some(f) = finished.take().or_else(&mut look) {
+                break f;
             }
-            let me = &self;
-            match (
-                self.sh.wait_until(call, None, |e, _| Ok(me.ready(e))),
-                &self.kind,
-            ) {
-                (Ok(()), _) => {}
+            let done = |_: &mut dyn EngineView, _: &Shared| {
+                if finished.is_none() {
+                    finished = look();
+                }
+                Ok(finished.is_some())
+            };
+            match sh.wait_until(call, None, done) {
+                Ok(()) => {}
                 // One operation, one rank: named as the native engine names a dead target.
-                (Err(ExtError::NoCompletion { .. }), Kind::Op { rank, .. }) => {
+                Err(ExtError::NoCompletion { .. }) => {
                     return Err(ExtError::Remote {
                         call,
-                        rank: *rank,
+                        rank,
                         fail: NiFail::Undeliverable,
                     })
                 }
-                (Err(e), _) => return Err(e),
+                Err(e) => return Err(e),
+            }
+        };
+        self.kind = Kind::Done;
+        let r = Shared::fail_result(call, rank, f.fail);
+        if r.is_ok() {
+            if let (Landing::Dynamic { .. }, Dest::Buf(buf)) = (&f.landing, dest) {
+                // Copied here, outside every lock: a large get's copy would hold up the
+                // other threads' progress (a small slot's was made in the look).
+                copy_out(sh, &f.landing, buf);
             }
         }
+        sh.release_landing(f.landing);
+        r
     }
 }
 

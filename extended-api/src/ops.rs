@@ -7,6 +7,7 @@
 //! never freed while an operation can still name them, so a late event cannot hit a reused
 //! cell.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use rgasnet_portals::engine::MdHandle;
@@ -66,6 +67,10 @@ struct Slab {
 /// is taken, never the other way round.
 pub(crate) struct Ops {
     slab: Mutex<Slab>,
+    /// How many times a cell's last completion was recorded: a waiter that saw the same count
+    /// before knows, without the lock, that its cell has not completed since (see
+    /// [`Ops::finish_if_changed`]). Written only under the slab's lock.
+    completions: AtomicU64,
 }
 
 impl Ops {
@@ -76,6 +81,7 @@ impl Ops {
                 free: Vec::new(),
                 small_free: (0..small_slots).rev().collect(),
             }),
+            completions: AtomicU64::new(0),
         }
     }
 
@@ -87,13 +93,16 @@ impl Ops {
 
     /// A new cell expecting `remaining` completions.
     pub(crate) fn alloc(&self, remaining: u32, landing: Landing) -> u32 {
+        Self::alloc_in(&mut self.lock(), remaining, landing)
+    }
+
+    fn alloc_in(s: &mut Slab, remaining: u32, landing: Landing) -> u32 {
         let cell = Cell {
             remaining,
             fail: None,
             orphan: false,
             landing,
         };
-        let mut s = self.lock();
         match s.free.pop() {
             Some(i) => {
                 s.cells[i as usize] = Some(cell);
@@ -104,6 +113,15 @@ impl Ops {
                 (s.cells.len() - 1) as u32
             }
         }
+    }
+
+    /// A new cell expecting `remaining` completions, landing in a free small slot: the cell
+    /// and the slot, taken under one lock; `None` (nothing taken) when no slot is free.
+    pub(crate) fn alloc_small(&self, remaining: u32) -> Option<(u32, u32)> {
+        let mut s = self.lock();
+        let slot = s.small_free.pop()?;
+        let cell = Self::alloc_in(&mut s, remaining, Landing::Small(slot));
+        Some((cell, slot))
     }
 
     /// Takes a small landing slot, if one is free.
@@ -131,9 +149,16 @@ impl Ops {
         let Some(Some(cell)) = s.cells.get_mut(id as usize) else {
             return Freed::Nothing;
         };
+        let was = cell.remaining;
         cell.remaining = cell.remaining.saturating_sub(n);
         if fail != NiFail::Ok && cell.fail.is_none() {
             cell.fail = Some(fail);
+        }
+        if was > 0 && cell.remaining == 0 {
+            // Under the lock, so a plain increment. Release: a waiter that reads the new
+            // count (Acquire) and then takes the lock sees the cell complete.
+            let c = self.completions.load(Ordering::Relaxed);
+            self.completions.store(c.wrapping_add(1), Ordering::Release);
         }
         if cell.remaining == 0 && cell.orphan {
             let landing = std::mem::replace(&mut cell.landing, Landing::None);
@@ -164,6 +189,52 @@ impl Ops {
             }
             _ => None,
         }
+    }
+
+    /// The count of cells that completed so far, to start [`Ops::finish_if_changed`] from: read
+    /// before an operation is issued, it moves when that operation completes.
+    pub(crate) fn completions(&self) -> u64 {
+        // Acquire: as in `finish_if_changed`.
+        self.completions.load(Ordering::Acquire)
+    }
+
+    /// [`Ops::finish`] for a waiter that polls: `seen` is the completion count of its last
+    /// look ([`Ops::completions`] before the operation was issued, or `None`: look now).
+    /// While no cell has completed since, returns `None` without taking the lock; otherwise updates `seen` and finishes the cell if it is complete.
+    /// `copy` runs on a completed cell's failure and landing before the landing is released:
+    /// a small slot goes back to the free list in the same lock, so that the next get can
+    /// take it (the returned landing is then [`Landing::None`]).
+    pub(crate) fn finish_if_changed(
+        &self,
+        id: u32,
+        seen: &mut Option<u64>,
+        copy: impl FnOnce(Option<NiFail>, &Landing),
+    ) -> Option<Finished> {
+        // Acquire: pairs with the Release store in `complete`.
+        let now = self.completions.load(Ordering::Acquire);
+        if *seen == Some(now) {
+            return None;
+        }
+        *seen = Some(now);
+        let mut s = self.lock();
+        let slot = s.cells.get_mut(id as usize)?;
+        if slot.as_ref().is_none_or(|c| c.remaining != 0) {
+            return None;
+        }
+        let cell = slot.take()?;
+        s.free.push(id);
+        copy(cell.fail, &cell.landing);
+        let landing = match cell.landing {
+            Landing::Small(slot) => {
+                s.small_free.push(slot);
+                Landing::None
+            }
+            other => other,
+        };
+        Some(Finished {
+            fail: cell.fail,
+            landing,
+        })
     }
 
     /// The owner gives up cell `id`: freed now if complete (its landing returned for
@@ -227,5 +298,64 @@ mod tests {
         assert_eq!(ops.take_small(), Some(0));
         ops.give_small(0);
         assert_eq!(ops.take_small(), Some(0));
+    }
+
+    #[test]
+    fn small_cells_take_and_return_their_slot_in_one_step() {
+        let ops = Ops::new(2);
+        let (a, sa) = ops.alloc_small(1).unwrap();
+        let (b, sb) = ops.alloc_small(1).unwrap();
+        assert_ne!(a, b);
+        assert_ne!(sa, sb);
+        // No slot left: nothing is taken, not even a cell.
+        assert!(ops.alloc_small(1).is_none());
+        assert_eq!(ops.alloc(1, Landing::None), 2);
+        // Finishing a small cell returns its slot with it, after the copy saw its landing.
+        ops.complete(u64::from(a), 1, NiFail::Ok);
+        let mut seen = None;
+        let mut copied = None;
+        let f = ops
+            .finish_if_changed(a, &mut seen, |fail, l| {
+                copied = Some((fail, format!("{l:?}")))
+            })
+            .unwrap();
+        assert_eq!(copied, Some((None, format!("{:?}", Landing::Small(sa)))));
+        assert!(matches!(f.landing, Landing::None));
+        assert_eq!(f.fail, None);
+        assert_eq!(ops.alloc_small(1), Some((a, sa)));
+    }
+
+    #[test]
+    fn a_polling_waiter_locks_only_after_a_completion() {
+        let ops = Ops::new(0);
+        let a = ops.alloc(2, Landing::None);
+        let b = ops.alloc(1, Landing::None);
+        let mut seen = None;
+        let mut copies = 0;
+        let mut look = |seen: &mut Option<u64>| ops.finish_if_changed(a, seen, |_, _| copies += 1);
+        assert!(look(&mut seen).is_none());
+        let first = seen;
+        assert!(first.is_some());
+        // A completion that leaves the cell incomplete moves nothing.
+        ops.complete(u64::from(a), 1, NiFail::Ok);
+        assert!(look(&mut seen).is_none());
+        assert_eq!(seen, first);
+        // Another cell's completion moves the count: the next look takes the lock, finds `a`
+        // incomplete and remembers the new count.
+        ops.complete(u64::from(b), 1, NiFail::Ok);
+        assert!(look(&mut seen).is_none());
+        assert_ne!(seen, first);
+        // An event for a complete cell moves nothing either.
+        let after_b = seen;
+        ops.complete(u64::from(b), 1, NiFail::Ok);
+        assert!(look(&mut seen).is_none());
+        assert_eq!(seen, after_b);
+        ops.complete(u64::from(a), 1, NiFail::Segv);
+        let f = look(&mut seen).unwrap();
+        assert_eq!(f.fail, Some(NiFail::Segv));
+        assert_eq!(copies, 1);
+        // Finished: freed, so a later look finds nothing.
+        assert!(ops.finish_if_changed(a, &mut None, |_, _| ()).is_none());
+        assert!(ops.finish(b).is_some());
     }
 }
