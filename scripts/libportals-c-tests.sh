@@ -104,6 +104,25 @@ for flavour in plain asan; do
             echo "FAIL    turnaround_shim (see $out/turnaround.log)"
             status=1
         fi
+        # ... and both ranks of rgasnet's own ping-pong, whose engine sends and receives
+        # through syscall() rather than the C library's wrappers (the tests' build left the
+        # programs in target/release).
+        bin=$root/target/release
+        if [ -x "$bin/rgasnetrun" ] && [ -x "$bin/testsmall" ]; then
+            if RGASNET_PSHM=0 LD_PRELOAD="$out/libturnaround_shim.so" timeout -k 5 120 \
+                "$bin/rgasnetrun" -n 2 "$bin/testsmall" -i 200 --min-size 8 --max-size 8 \
+                --sections A --no-baseline >"$out/turnaround-rgasnet.log" 2>&1 &&
+                grep -Eq '^turnaround: pid [0-9]+ rank 0 samples [0-9]+ .*; send p50 [0-9]+\.[0-9]{3} us$' "$out/turnaround-rgasnet.log" &&
+                grep -Eq '^turnaround: pid [0-9]+ rank 1 samples [0-9]+ .*; send p50 [0-9]+\.[0-9]{3} us$' "$out/turnaround-rgasnet.log"; then
+                echo "PASS    turnaround_shim on rgasnet"
+            else
+                echo "FAIL    turnaround_shim on rgasnet (see $out/turnaround-rgasnet.log)"
+                status=1
+            fi
+        else
+            echo "SKIPPED: turnaround_shim on rgasnet (scripts/libportals-c-tests.sh) — $bin holds no rgasnetrun or testsmall; fix: cargo build --release -p rgasnet-bench -p rgasnet-launcher" |
+                tee -a "${RGASNET_SKIP_LOG:-/dev/null}"
+        fi
     fi
     if [ "$(ls /dev/shm | wc -l)" -gt "$shm_before" ]; then
         echo "FAIL    /dev/shm holds more objects after the $flavour tests than before"
