@@ -200,10 +200,11 @@ impl Ops {
 
     /// [`Ops::finish`] for a waiter that polls: `seen` is the completion count of its last
     /// look ([`Ops::completions`] before the operation was issued, or `None`: look now).
-    /// While no cell has completed since, returns `None` without taking the lock; otherwise updates `seen` and finishes the cell if it is complete.
-    /// `copy` runs on a completed cell's failure and landing before the landing is released:
-    /// a small slot goes back to the free list in the same lock, so that the next get can
-    /// take it (the returned landing is then [`Landing::None`]).
+    /// While no cell has completed since, returns `None` without taking the lock; otherwise
+    /// updates `seen` and finishes the cell if it is complete. `copy` runs on a completed
+    /// cell's failure and landing before the landing is released: a small slot goes back to
+    /// the free list in the same lock, so that the next get can take it (the returned
+    /// landing is then [`Landing::None`]).
     pub(crate) fn finish_if_changed(
         &self,
         id: u32,
