@@ -1,6 +1,8 @@
 //! The handle of an explicit-handle (`nb`) operation or of an access region ([`NbHandle`]):
 //! what it waits for, and how a completed get's bytes reach the caller's buffer.
 
+use std::sync::atomic::AtomicU64;
+
 use rgasnet_portals::{EngineView, NiFail};
 
 use crate::error::ExtError;
@@ -26,10 +28,11 @@ pub(crate) enum Kind<'a> {
         rank: u32,
         call: &'static str,
         dest: Dest<'a>,
-        /// The slab's completion count before the operation was issued
-        /// ([`crate::ops::Ops::finish_if_changed`]): until it moves, the operation has not
-        /// completed, and a wait need not take the slab's lock to know it.
-        completions: u64,
+        /// The slab's completion count before the operation was issued, moved on by each look
+        /// that found it incomplete ([`crate::ops::Ops::is_done_since`]): until the count
+        /// moves past it, the operation has not completed, and a poll need not take the
+        /// slab's lock to know it.
+        seen: AtomicU64,
     },
     /// An access region's operations.
     Group(Box<Group<'a>>),
@@ -73,7 +76,7 @@ impl<'a> NbHandle<'a> {
                 rank,
                 call,
                 dest: Dest::None,
-                completions: sh.core.ops.completions(),
+                seen: AtomicU64::new(sh.core.ops.completions()),
             },
         }
     }
@@ -92,11 +95,13 @@ impl<'a> NbHandle<'a> {
         }
     }
 
-    /// Whether the operations are complete (no side effects; under the engine lock).
+    /// Whether the operations are complete (under the engine lock). Its only side effect: an
+    /// operation's look that finds it incomplete notes the slab's completion count, so that
+    /// the next look needs no lock until the count moves.
     pub(crate) fn ready(&self, e: &mut dyn EngineView) -> bool {
         match &self.kind {
             Kind::Done => true,
-            Kind::Op { cell, .. } => self.sh.core.ops.is_done(*cell),
+            Kind::Op { cell, seen, .. } => self.sh.core.ops.is_done_since(*cell, seen),
             Kind::Group(g) => g.ready(e),
         }
     }
@@ -111,15 +116,29 @@ impl<'a> NbHandle<'a> {
                 rank,
                 call,
                 dest,
-                ..
+                seen,
             } => {
-                let f = self.sh.core.ops.finish(*cell)?;
                 let (rank, call) = (*rank, *call);
+                // A small get's bytes are copied out in the lock that frees its slot, so that
+                // the next get cannot take the slot first.
+                let f = self
+                    .sh
+                    .core
+                    .ops
+                    .finish_since(*cell, seen, |fail, landing| {
+                        if let (Landing::Small(_), Dest::Buf(buf)) = (landing, &mut *dest) {
+                            if Shared::fail_result(call, rank, fail).is_ok() {
+                                copy_out(self.sh, landing, buf);
+                            }
+                        }
+                    })?;
                 let dest = std::mem::replace(dest, Dest::None);
                 self.kind = Kind::Done;
                 let r = Shared::fail_result(call, rank, f.fail);
                 if r.is_ok() {
-                    if let Dest::Buf(buf) = dest {
+                    if let (Landing::Dynamic { .. }, Dest::Buf(buf)) = (&f.landing, dest) {
+                        // Outside every lock: a large get's copy would hold up the other
+                        // threads' progress.
                         copy_out(self.sh, &f.landing, buf);
                     }
                 }
@@ -172,73 +191,27 @@ impl<'a> NbHandle<'a> {
             return r;
         }
         let call = self.call();
-        let Kind::Op {
-            cell,
-            rank,
-            dest,
-            completions,
-            ..
-        } = &mut self.kind
-        else {
-            return self.finish().unwrap_or(Ok(()));
-        };
-        let (cell, rank) = (*cell, *rank);
-        // The handle was made before its operation was issued, so a completion since moved
-        // the count: the first look takes the lock only then.
-        let mut seen = Some(*completions);
-        // Taken out for the wait: if it fails, the handle is dropped as an abandoned
-        // operation (its cell orphaned), which needs no destination.
-        let mut dest = std::mem::replace(dest, Dest::None);
-        let sh = self.sh;
-        // One look at the cell per round, which also finishes it: the check that sees it
-        // complete copies a small get's bytes out and frees the cell and its slot under one
-        // lock, and a round in which no cell completed takes no lock at all.
-        let mut look = || {
-            sh.core
-                .ops
-                .finish_if_changed(cell, &mut seen, |fail, landing| {
-                    if let (Landing::Small(_), Dest::Buf(buf)) = (landing, &mut dest) {
-                        if Shared::fail_result(call, rank, fail).is_ok() {
-                            copy_out(sh, landing, buf);
-                        }
-                    }
-                })
-        };
-        let mut finished = None;
-        let f = loop {
-            if let Some(f) = finished.take().or_else(&mut look) {
-                break f;
+        loop {
+            if let Some(r) = self.finish() {
+                return r;
             }
-            let done = |_: &mut dyn EngineView, _: &Shared| {
-                if finished.is_none() {
-                    finished = look();
-                }
-                Ok(finished.is_some())
-            };
-            match sh.wait_until(call, None, done) {
-                Ok(()) => {}
+            let me = &self;
+            match (
+                self.sh.wait_until(call, None, |e, _| Ok(me.ready(e))),
+                &self.kind,
+            ) {
+                (Ok(()), _) => {}
                 // One operation, one rank: named as the native engine names a dead target.
-                Err(ExtError::NoCompletion { .. }) => {
+                (Err(ExtError::NoCompletion { .. }), Kind::Op { rank, .. }) => {
                     return Err(ExtError::Remote {
                         call,
-                        rank,
+                        rank: *rank,
                         fail: NiFail::Undeliverable,
                     })
                 }
-                Err(e) => return Err(e),
-            }
-        };
-        self.kind = Kind::Done;
-        let r = Shared::fail_result(call, rank, f.fail);
-        if r.is_ok() {
-            if let (Landing::Dynamic { .. }, Dest::Buf(buf)) = (&f.landing, dest) {
-                // Copied here, outside every lock: a large get's copy would hold up the
-                // other threads' progress (a small slot's was made in the look).
-                copy_out(sh, &f.landing, buf);
+                (Err(e), _) => return Err(e),
             }
         }
-        sh.release_landing(f.landing);
-        r
     }
 }
 

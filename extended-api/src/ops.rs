@@ -69,7 +69,7 @@ pub(crate) struct Ops {
     slab: Mutex<Slab>,
     /// How many times a cell's last completion was recorded: a waiter that saw the same count
     /// before knows, without the lock, that its cell has not completed since (see
-    /// [`Ops::finish_if_changed`]). Written only under the slab's lock.
+    /// [`Ops::is_done_since`]). Written only under the slab's lock.
     completions: AtomicU64,
 }
 
@@ -191,35 +191,50 @@ impl Ops {
         }
     }
 
-    /// The count of cells that completed so far, to start [`Ops::finish_if_changed`] from: read
-    /// before an operation is issued, it moves when that operation completes.
+    /// The count of cells that completed so far: read before an operation is issued, it moves
+    /// when that operation completes (the start of [`Ops::is_done_since`]'s `seen`).
     pub(crate) fn completions(&self) -> u64 {
-        // Acquire: as in `finish_if_changed`.
+        // Acquire: pairs with the Release store in `complete`.
         self.completions.load(Ordering::Acquire)
     }
 
-    /// [`Ops::finish`] for a waiter that polls: `seen` is the completion count of its last
-    /// look ([`Ops::completions`] before the operation was issued, or `None`: look now).
-    /// While no cell has completed since, returns `None` without taking the lock; otherwise
-    /// updates `seen` and finishes the cell if it is complete. `copy` runs on a completed
-    /// cell's failure and landing before the landing is released: a small slot goes back to
-    /// the free list in the same lock, so that the next get can take it (the returned
-    /// landing is then [`Landing::None`]).
-    pub(crate) fn finish_if_changed(
+    /// [`Ops::is_done`] for a waiter that polls. `seen` is the completion count of its last
+    /// look that found the cell incomplete (or [`Ops::completions`] before the operation was
+    /// issued): while no cell has completed since, the answer is no, without the lock. A look
+    /// that finds the cell incomplete moves `seen` on; one that finds it complete leaves it,
+    /// for [`Ops::finish_since`] to take the cell.
+    pub(crate) fn is_done_since(&self, id: u32, seen: &AtomicU64) -> bool {
+        let now = self.completions();
+        // Relaxed: `seen` is the waiter's own note of a count, ordered by nothing else.
+        if seen.load(Ordering::Relaxed) == now {
+            return false;
+        }
+        let done = self.is_done(id);
+        if !done {
+            seen.store(now, Ordering::Relaxed);
+        }
+        done
+    }
+
+    /// [`Ops::finish`] for a waiter that polls, gated like [`Ops::is_done_since`]. `copy` runs
+    /// on a completed cell's failure and landing before the landing is released: a small slot
+    /// goes back to the free list in the same lock (the returned landing is then
+    /// [`Landing::None`]), so that the next get can take it.
+    pub(crate) fn finish_since(
         &self,
         id: u32,
-        seen: &mut Option<u64>,
+        seen: &AtomicU64,
         copy: impl FnOnce(Option<NiFail>, &Landing),
     ) -> Option<Finished> {
-        // Acquire: pairs with the Release store in `complete`.
-        let now = self.completions.load(Ordering::Acquire);
-        if *seen == Some(now) {
+        let now = self.completions();
+        // Relaxed: as in `is_done_since`.
+        if seen.load(Ordering::Relaxed) == now {
             return None;
         }
-        *seen = Some(now);
         let mut s = self.lock();
         let slot = s.cells.get_mut(id as usize)?;
         if slot.as_ref().is_none_or(|c| c.remaining != 0) {
+            seen.store(now, Ordering::Relaxed);
             return None;
         }
         let cell = slot.take()?;
@@ -312,13 +327,11 @@ mod tests {
         assert!(ops.alloc_small(1).is_none());
         assert_eq!(ops.alloc(1, Landing::None), 2);
         // Finishing a small cell returns its slot with it, after the copy saw its landing.
+        let seen = AtomicU64::new(ops.completions());
         ops.complete(u64::from(a), 1, NiFail::Ok);
-        let mut seen = None;
         let mut copied = None;
         let f = ops
-            .finish_if_changed(a, &mut seen, |fail, l| {
-                copied = Some((fail, format!("{l:?}")))
-            })
+            .finish_since(a, &seen, |fail, l| copied = Some((fail, format!("{l:?}"))))
             .unwrap();
         assert_eq!(copied, Some((None, format!("{:?}", Landing::Small(sa)))));
         assert!(matches!(f.landing, Landing::None));
@@ -331,32 +344,36 @@ mod tests {
         let ops = Ops::new(0);
         let a = ops.alloc(2, Landing::None);
         let b = ops.alloc(1, Landing::None);
-        let mut seen = None;
-        let mut copies = 0;
-        let mut look = |seen: &mut Option<u64>| ops.finish_if_changed(a, seen, |_, _| copies += 1);
-        assert!(look(&mut seen).is_none());
-        let first = seen;
-        assert!(first.is_some());
+        let seen = AtomicU64::new(ops.completions());
+        let first = seen.load(Ordering::Relaxed);
+        assert!(!ops.is_done_since(a, &seen));
+        assert!(ops.finish_since(a, &seen, |_, _| ()).is_none());
         // A completion that leaves the cell incomplete moves nothing.
         ops.complete(u64::from(a), 1, NiFail::Ok);
-        assert!(look(&mut seen).is_none());
-        assert_eq!(seen, first);
+        assert!(!ops.is_done_since(a, &seen));
+        assert_eq!(seen.load(Ordering::Relaxed), first);
         // Another cell's completion moves the count: the next look takes the lock, finds `a`
         // incomplete and remembers the new count.
         ops.complete(u64::from(b), 1, NiFail::Ok);
-        assert!(look(&mut seen).is_none());
-        assert_ne!(seen, first);
+        assert!(!ops.is_done_since(a, &seen));
+        assert_ne!(seen.load(Ordering::Relaxed), first);
         // An event for a complete cell moves nothing either.
-        let after_b = seen;
+        let after_b = seen.load(Ordering::Relaxed);
         ops.complete(u64::from(b), 1, NiFail::Ok);
-        assert!(look(&mut seen).is_none());
-        assert_eq!(seen, after_b);
+        assert!(ops.finish_since(a, &seen, |_, _| ()).is_none());
+        assert_eq!(seen.load(Ordering::Relaxed), after_b);
+        // `a` completes: the look that says so leaves `seen` for the finish to take it.
         ops.complete(u64::from(a), 1, NiFail::Segv);
-        let f = look(&mut seen).unwrap();
+        assert!(ops.is_done_since(a, &seen));
+        assert!(ops.is_done_since(a, &seen));
+        let mut copies = 0;
+        let f = ops.finish_since(a, &seen, |_, _| copies += 1).unwrap();
         assert_eq!(f.fail, Some(NiFail::Segv));
         assert_eq!(copies, 1);
         // Finished: freed, so a later look finds nothing.
-        assert!(ops.finish_if_changed(a, &mut None, |_, _| ()).is_none());
+        assert!(ops
+            .finish_since(a, &AtomicU64::new(u64::MAX), |_, _| ())
+            .is_none());
         assert!(ops.finish(b).is_some());
     }
 }
