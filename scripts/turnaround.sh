@@ -37,7 +37,7 @@ record() {
     out=$(cat)
     echo "$out" | grep -E '^turnaround:|us ave|rtt|8 bytes' || true
     echo "$out" | awk -v n="$name" '/^turnaround:/ {
-        p = ""; gsub(/;/, "")
+        p = ""; s = "nan"; gsub(/;/, "")
         for (i = 1; i <= NF; i++) { if ($i == "rank") r = $(i + 1)
             if ($i == "p50" && p == "") p = $(i + 1)
             if ($i == "receives") v = $(i + 1); if ($i == "empty") e = $(i + 1)

@@ -152,11 +152,10 @@ ssize_t recvmsg(int fd, struct msghdr *msg, int flags) {
 
 /* rgasnet's engine receives with syscall(SYS_recvfrom) and sends with syscall(SYS_sendto) and
  * syscall(SYS_sendmsg), past the C library's wrappers: seen here too. Every other system
- * call passes through unchanged: six arguments are always
- * forwarded, as the kernel takes them and the C library's own syscall() does. Reading
- * arguments a caller did not pass is undefined in ISO C; on the x86-64 System V ABI, the
- * only one this measuring tool is built for, it reads registers and the overflow area and
- * the kernel ignores what it does not use. */
+ * call passes through unchanged: six arguments are always forwarded, as the kernel takes
+ * them and the C library's own syscall() does. Reading arguments a caller did not pass is
+ * undefined in ISO C; on the x86-64 System V ABI, the only one this measuring tool is built
+ * for, it reads registers and the overflow area and the kernel ignores what it does not use. */
 long syscall(long number, ...) {
     REAL(long, "syscall", long, ...);
     va_list ap;
