@@ -96,9 +96,11 @@ for flavour in plain asan; do
         # reports both sides of the raw ping-pong, each of whose 220 round trips it timed.
         "$cc" "${flags[@]}" -shared -fPIC "$root/benches/c/turnaround_shim.c" \
             -o "$out/libturnaround_shim.so" -ldl
+        # The end of the shim's report line: its send, idle-round and empty-receive figures.
+        report='; send p50 [0-9]+\.[0-9]{3} us; idle round p50 [0-9]+\.[0-9]{3} p90 [0-9]+\.[0-9]{3} us; empty receive p50 [0-9]+\.[0-9]{3} us$'
         if LD_PRELOAD="$out/libturnaround_shim.so" timeout -k 5 60 "$out/udp_size_rtt" 200 1 8 \
             >"$out/turnaround.log" 2>&1 &&
-            [ "$(grep -Ec '^turnaround: pid [0-9]+ rank - samples 2(19|20) .*; send p50 [0-9]+\.[0-9]{3} us$' "$out/turnaround.log")" = 2 ]; then
+            [ "$(grep -Ec "^turnaround: pid [0-9]+ rank - samples 2(19|20) .*$report" "$out/turnaround.log")" = 2 ]; then
             echo "PASS    turnaround_shim"
         else
             echo "FAIL    turnaround_shim (see $out/turnaround.log)"
@@ -112,8 +114,8 @@ for flavour in plain asan; do
             if RGASNET_PSHM=0 LD_PRELOAD="$out/libturnaround_shim.so" timeout -k 5 120 \
                 "$bin/rgasnetrun" -n 2 "$bin/testsmall" -i 200 --min-size 8 --max-size 8 \
                 --sections A --no-baseline >"$out/turnaround-rgasnet.log" 2>&1 &&
-                grep -Eq '^turnaround: pid [0-9]+ rank 0 samples [0-9]+ .*; send p50 [0-9]+\.[0-9]{3} us$' "$out/turnaround-rgasnet.log" &&
-                grep -Eq '^turnaround: pid [0-9]+ rank 1 samples [0-9]+ .*; send p50 [0-9]+\.[0-9]{3} us$' "$out/turnaround-rgasnet.log"; then
+                grep -Eq "^turnaround: pid [0-9]+ rank 0 samples [0-9]+ .*$report" "$out/turnaround-rgasnet.log" &&
+                grep -Eq "^turnaround: pid [0-9]+ rank 1 samples [0-9]+ .*$report" "$out/turnaround-rgasnet.log"; then
                 echo "PASS    turnaround_shim on rgasnet"
             else
                 echo "FAIL    turnaround_shim on rgasnet (see $out/turnaround-rgasnet.log)"

@@ -5,13 +5,18 @@
  * raw UDP ping-pong (benches/c/udp_size_rtt.c) it is the floor of a hop: a receive, a send
  * and nothing in between. It also counts the receive calls that found nothing, which tells
  * how long one polling round of the waiter is (the mean wait to notice an arrival is half a
- * round). And it times each send call that ends a turnaround: on loopback the kernel delivers
- * the datagram into the receiver's socket inside that call, so its time is most of the
- * kernel's part of a hop. scripts/turnaround.sh runs both and prints them side by side.
+ * round), and times those rounds: from one receive call that found nothing to the next, with
+ * nothing received in between. An arrival waits on average a little more than half a round
+ * to be noticed, so a round longer than raw UDP's lengthens every hop. And it times each send
+ * call that ends a turnaround: on loopback the kernel delivers the datagram into the
+ * receiver's socket inside that call, so its time is most of the kernel's part of a hop.
+ * scripts/turnaround.sh runs both and prints them side by side.
  *
  * At exit it prints one line on standard error:
- *   turnaround: pid P rank K samples N p10 A p50 B p90 C us; receives R empty E; send p50 S us
- * (K: the process's RGASNET_RANK, "-" outside an rgasnet job)
+ *   turnaround: pid P rank K samples N p10 A p50 B p90 C us; receives R empty E; send p50 S us;
+ *   idle round p50 D p90 G us; empty receive p50 F us
+ * (one line; K: the process's RGASNET_RANK, "-" outside an rgasnet job; an idle round is the
+ * receive call that found nothing plus what the waiter does before its next one)
  * and nothing if fewer than 100 turnarounds were seen. Receives of more than
  * TURNAROUND_MAX_BYTES bytes (default 200) start no turnaround (the bulk phases of a
  * benchmark's baselines are not ping-pongs). A measuring tool: each wrapped call costs one
@@ -32,19 +37,27 @@
 
 #include "preload.h"
 
-/* Samples kept (later ones are counted but not stored): 8 MiB of floats. */
+/* Samples kept per kind (later ones are counted but not stored): 8 MiB of floats each. */
 enum { MAX_SAMPLES = 2 * 1024 * 1024, MIN_REPORTED = 100 };
 
 static float samples[MAX_SAMPLES];
 /* The time of the send calls that ended a turnaround. */
 static float send_samples[MAX_SAMPLES];
 static atomic_long sends_timed;
+/* Idle rounds (receive call to receive call, the first finding nothing) and the receive calls
+ * that found nothing. */
+static float round_samples[MAX_SAMPLES];
+static float empty_samples[MAX_SAMPLES];
+static atomic_long rounds_timed, empties_timed;
 static atomic_long stored, receives, empty_receives;
 static long max_bytes = 200;
 
 /* Per thread: when its last small datagram arrived, and whether a send has followed since. */
 static _Thread_local double last_arrival_us;
 static _Thread_local int awaiting_send;
+/* Per thread: when its last receive call that found nothing started (0: the last one got a
+ * datagram, or none yet). */
+static _Thread_local double last_empty_start_us;
 
 static double now_us(void) {
     struct timespec t;
@@ -66,12 +79,29 @@ __attribute__((constructor)) static void read_limit(void) {
     }
 }
 
-static void arrived(ssize_t r) {
+static void keep(float *into, atomic_long *count, double value) {
+    long i = atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
+    if (i < MAX_SAMPLES) {
+        into[i] = (float)value;
+    }
+}
+
+/* Called after a receive call that started at `start` and returned `r`. */
+static void arrived(double start, ssize_t r) {
+    double end = now_us();
     if (r < 0) {
         atomic_fetch_add_explicit(&empty_receives, 1, memory_order_relaxed);
-    } else if (r > 0 && r <= max_bytes) {
+        keep(empty_samples, &empties_timed, end - start);
+        if (last_empty_start_us > 0) {
+            keep(round_samples, &rounds_timed, start - last_empty_start_us);
+        }
+        last_empty_start_us = start;
+        return;
+    }
+    last_empty_start_us = 0;
+    if (r > 0 && r <= max_bytes) {
         atomic_fetch_add_explicit(&receives, 1, memory_order_relaxed);
-        last_arrival_us = now_us();
+        last_arrival_us = end;
         awaiting_send = 1;
     }
 }
@@ -84,10 +114,7 @@ static double sending(void) {
     }
     awaiting_send = 0;
     double start = now_us();
-    long i = atomic_fetch_add_explicit(&stored, 1, memory_order_relaxed);
-    if (i < MAX_SAMPLES) {
-        samples[i] = (float)(start - last_arrival_us);
-    }
+    keep(samples, &stored, start - last_arrival_us);
     return start;
 }
 
@@ -96,11 +123,7 @@ static void sent(double start) {
     if (start == 0) {
         return;
     }
-    double d = now_us() - start;
-    long i = atomic_fetch_add_explicit(&sends_timed, 1, memory_order_relaxed);
-    if (i < MAX_SAMPLES) {
-        send_samples[i] = (float)d;
-    }
+    keep(send_samples, &sends_timed, now_us() - start);
 }
 
 ssize_t sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *to,
@@ -131,22 +154,25 @@ ssize_t send(int fd, const void *buf, size_t len, int flags) {
 ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
                  socklen_t *fromlen) {
     REAL(ssize_t, "recvfrom", int, void *, size_t, int, struct sockaddr *, socklen_t *);
+    double start = now_us();
     ssize_t r = real_(fd, buf, len, flags, from, fromlen);
-    arrived(r);
+    arrived(start, r);
     return r;
 }
 
 ssize_t recv(int fd, void *buf, size_t len, int flags) {
     REAL(ssize_t, "recv", int, void *, size_t, int);
+    double start = now_us();
     ssize_t r = real_(fd, buf, len, flags);
-    arrived(r);
+    arrived(start, r);
     return r;
 }
 
 ssize_t recvmsg(int fd, struct msghdr *msg, int flags) {
     REAL(ssize_t, "recvmsg", int, struct msghdr *, int);
+    double start = now_us();
     ssize_t r = real_(fd, msg, flags);
-    arrived(r);
+    arrived(start, r);
     return r;
 }
 
@@ -164,12 +190,12 @@ long syscall(long number, ...) {
     for (int i = 0; i < 6; i++) a[i] = va_arg(ap, long);
     va_end(ap);
     int send_call = number == SYS_sendto || number == SYS_sendmsg;
-    double start = send_call ? sending() : 0;
+    double start = send_call ? sending() : number == SYS_recvfrom ? now_us() : 0;
     long r = real_(number, a[0], a[1], a[2], a[3], a[4], a[5]);
     if (send_call) {
         sent(start);
     } else if (number == SYS_recvfrom) {
-        arrived((ssize_t)r);
+        arrived(start, (ssize_t)r);
     }
     return r;
 }
@@ -177,6 +203,23 @@ long syscall(long number, ...) {
 static int by_value(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
     return (x > y) - (x < y);
+}
+
+/* Sorts the first `count` (at most MAX_SAMPLES) of `from`; returns how many that is. */
+static long sorted(float *from, atomic_long *count) {
+    long n = atomic_load(count);
+    if (n > MAX_SAMPLES) {
+        n = MAX_SAMPLES;
+    }
+    if (n > 0) {
+        qsort(from, (size_t)n, sizeof from[0], by_value);
+    }
+    return n;
+}
+
+/* The `pct` percentile of the first `n` of `from`, sorted; 0 if none. */
+static double percentile(const float *from, long n, long pct) {
+    return n > 0 ? (double)from[n * pct / 100] : 0.0;
 }
 
 __attribute__((destructor)) static void report(void) {
@@ -188,16 +231,16 @@ __attribute__((destructor)) static void report(void) {
         return;
     }
     qsort(samples, (size_t)n, sizeof samples[0], by_value);
-    long s = atomic_load(&sends_timed);
-    if (s > MAX_SAMPLES) {
-        s = MAX_SAMPLES;
-    }
-    qsort(send_samples, (size_t)s, sizeof send_samples[0], by_value);
+    long sends = sorted(send_samples, &sends_timed);
+    long rounds = sorted(round_samples, &rounds_timed);
+    long empties = sorted(empty_samples, &empties_timed);
     const char *rank = getenv("RGASNET_RANK");
     fprintf(stderr,
             "turnaround: pid %d rank %s samples %ld p10 %.3f p50 %.3f p90 %.3f us; "
-            "receives %ld empty %ld; send p50 %.3f us\n",
+            "receives %ld empty %ld; send p50 %.3f us; idle round p50 %.3f p90 %.3f us; "
+            "empty receive p50 %.3f us\n",
             (int)getpid(), rank != NULL ? rank : "-", n, samples[n / 10], samples[n / 2],
             samples[n * 9 / 10], atomic_load(&receives), atomic_load(&empty_receives),
-            s > 0 ? (double)send_samples[s / 2] : 0.0);
+            percentile(send_samples, sends, 50), percentile(round_samples, rounds, 50),
+            percentile(round_samples, rounds, 90), percentile(empty_samples, empties, 50));
 }
