@@ -314,7 +314,7 @@ impl Interface {
                 return Ok(None);
             }
             if now < spin_until {
-                std::hint::spin_loop();
+                // No spin hint between rounds (see `lean_rounds`).
                 match self.lean_rounds(&mut check)? {
                     Lean::Done(v) => return Ok(Some(v)),
                     Lean::Received(at) => spin_until = at + spin,
@@ -378,7 +378,11 @@ impl Interface {
                 return Ok(Lean::Done(v));
             }
             drop(st);
-            std::hint::spin_loop();
+            // No spin hint (`std::hint::spin_loop`) here: every round makes a system call, a
+            // far longer pause than the hint's, which only lengthened the round an arrival
+            // waits half of (by 0.03-0.05 us on an AMD EPYC VM, `scripts/ab-turnaround.sh`;
+            // `benches/perf/network-turnaround.md`). Shared-memory polls, whose rounds are
+            // memory reads alone, keep theirs.
         }
         Ok(Lean::Quiet)
     }
