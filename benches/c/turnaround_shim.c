@@ -3,14 +3,12 @@
  * ping-pong that is the part of each hop spent in user space (the library's processing and
  * the program's own), since the kernel's part of the hop lies inside the two calls. Run on a
  * raw UDP ping-pong (benches/c/udp_size_rtt.c) it is the floor of a hop: a receive, a send
- * and nothing in between. It also counts the receive calls that found nothing, which tells
- * how long one polling round of the waiter is (the mean wait to notice an arrival is half a
- * round), and times those rounds: from one receive call that found nothing to the next, with
- * nothing received in between. An arrival waits on average a little more than half a round
- * to be noticed, so a round longer than raw UDP's lengthens every hop. And it times each send
- * call that ends a turnaround: on loopback the kernel delivers the datagram into the
- * receiver's socket inside that call, so its time is most of the kernel's part of a hop.
- * scripts/turnaround.sh runs both and prints them side by side.
+ * and nothing in between. It also counts the receive calls that found nothing and times the
+ * waiter's idle polling rounds (from one receive call that found nothing to the next): an
+ * arrival waits about half a round to be noticed, so a round longer than raw UDP's lengthens
+ * every hop. And it times each send call that ends a turnaround: on loopback the kernel
+ * delivers the datagram into the receiver's socket inside that call, so its time is most of
+ * the kernel's part of a hop. scripts/turnaround.sh runs both and prints them side by side.
  *
  * At exit it prints one line on standard error:
  *   turnaround: pid P rank K samples N p10 A p50 B p90 C us; receives R empty E; send p50 S us;
@@ -19,8 +17,9 @@
  * receive call that found nothing plus what the waiter does before its next one)
  * and nothing if fewer than 100 turnarounds were seen. Receives of more than
  * TURNAROUND_MAX_BYTES bytes (default 200) start no turnaround (the bulk phases of a
- * benchmark's baselines are not ping-pongs). A measuring tool: each wrapped call costs one
- * clock reading more, about the same on both sides of a comparison.
+ * benchmark's baselines are not ping-pongs). A measuring tool: each wrapped receive costs two
+ * clock readings more and each send that ends a turnaround two, about the same on both sides
+ * of a comparison.
  *
  *   cc -std=c11 -Wall -Wextra -O2 -shared -fPIC turnaround_shim.c -o libturnaround_shim.so -ldl
  *   LD_PRELOAD=./libturnaround_shim.so rgasnetrun -n 2 testsmall ... */
@@ -223,14 +222,10 @@ static double percentile(const float *from, long n, long pct) {
 }
 
 __attribute__((destructor)) static void report(void) {
-    long n = atomic_load(&stored);
-    if (n > MAX_SAMPLES) {
-        n = MAX_SAMPLES;
-    }
+    long n = sorted(samples, &stored);
     if (n < MIN_REPORTED) {
         return;
     }
-    qsort(samples, (size_t)n, sizeof samples[0], by_value);
     long sends = sorted(send_samples, &sends_timed);
     long rounds = sorted(round_samples, &rounds_timed);
     long empties = sorted(empty_samples, &empties_timed);
