@@ -102,7 +102,9 @@ struct State {
     calls: u64,
     /// The last clock reading: that of the last progress round (which a spinning waiter
     /// reuses instead of reading the clock again: its deadlines are microseconds to seconds
-    /// away), or the one after the last send pass (see [`State::clock`]).
+    /// away), or the one after the last send pass (see [`State::clock`]). Every reading the
+    /// interface takes is kept here ([`State::read_clock`]), so no time the transport was
+    /// given is later than it: a pass that runs on it never sees time go backwards.
     round_start: Instant,
     /// When the last datagram arrived (any call's): the poll budget of a wait
     /// ([`Interface::set_polling`]) runs from here, so that a caller that waits in slices
@@ -146,6 +148,13 @@ fn io_err(call: &'static str) -> impl FnOnce(io::Error) -> PtlError {
 }
 
 impl State {
+    /// Reads the clock, and keeps the reading as the last one ([`State::clock`]).
+    fn read_clock(&mut self) -> Instant {
+        let now = Instant::now();
+        self.round_start = now;
+        now
+    }
+
     /// The clock reading an operation's send pass (pump and transmit) runs on: the last one
     /// taken, not a new one. Nothing the pass puts on the wire depends on the time (only the
     /// transport's timers and round-trip samples do), so the reading that would cost 20–45
@@ -162,8 +171,7 @@ impl State {
     /// ([`crate::transport::Transport::restamp`]), so that no timer starts early by the
     /// time the program spent outside the library.
     fn clock_after_send(&mut self, stale: Instant) {
-        let fresh = Instant::now();
-        self.round_start = fresh;
+        let fresh = self.read_clock();
         if fresh.saturating_duration_since(stale) > SEND_CLOCK_SLACK {
             self.stack.transport.restamp(stale, fresh);
         }
@@ -410,7 +418,7 @@ impl Interface {
             // Nothing queued: spare an idle poll the clock read and the empty passes.
             return;
         }
-        let now = Instant::now();
+        let now = st.read_clock();
         st.stack.pump(now);
         self.transmit(&mut st, now);
     }
@@ -419,7 +427,7 @@ impl Interface {
     /// acks) now. For an interface about to stop: its peers need those to finish.
     pub fn flush_acknowledgements(&self) {
         let mut st = self.lock();
-        let now = Instant::now();
+        let now = st.read_clock();
         st.stack.release_held(now);
         st.stack.pump(now);
         self.transmit(&mut st, now);
@@ -435,7 +443,7 @@ impl Interface {
     /// [`Interface::left`].
     pub fn leave(&self) {
         let mut st = self.lock();
-        let now = Instant::now();
+        let now = st.read_clock();
         st.stack.leave(now);
         self.transmit(&mut st, now);
     }
@@ -444,7 +452,7 @@ impl Interface {
     /// repeatedly while waiting to [`Interface::leave`].
     pub fn announce_end(&self) {
         let mut st = self.lock();
-        let now = Instant::now();
+        let now = st.read_clock();
         st.stack.announce_end(now);
         self.transmit(&mut st, now);
     }

@@ -46,7 +46,9 @@ impl Interface {
     /// transport until the next call that transmits (see [`Interface::progress_holding`]).
     ///
     /// `first` is a datagram a lean round of [`Interface::wait_for`] already received into
-    /// the receive buffer: the round handles it before it receives more.
+    /// the receive buffer: the round handles it before it receives more, on the last clock
+    /// reading ([`State::clock`]) rather than a new one, which its caller corrects after the
+    /// round (see [`Interface::lean_rounds`]).
     pub(super) fn progress_until<T>(
         &self,
         st: &mut State,
@@ -55,8 +57,11 @@ impl Interface {
         until: &mut impl FnMut(&mut Engine) -> PtlResult<Option<T>>,
         mut first: Option<Received>,
     ) -> PtlResult<Option<T>> {
-        let now = Instant::now();
-        st.round_start = now;
+        let now = if first.is_some() {
+            st.clock()
+        } else {
+            st.read_clock()
+        };
         if st.stack.poll_timeout().is_some_and(|t| t <= now) {
             st.stack.handle_timeout(now);
         }
@@ -366,13 +371,29 @@ impl Interface {
                 return Ok(Lean::Quiet);
             }
             if let Some(got) = self.inner.link.recv_train(rx).map_err(io_err("progress"))? {
+                // The arrival is handled on the last clock reading, the full round's before
+                // these lean ones (a microsecond old, unless this thread was preempted): a new
+                // reading here would sit between the datagram and the waiter's answer, 20-45
+                // ns of the round trip. Acks and round-trip samples take the older time (no
+                // time already stamped is later: `State::round_start`). What the round queues
+                // or sends (its answer) is stamped with it too, and moved to a fresh reading,
+                // taken after the send, when the old one was stale
+                // (`State::clock_after_send`, as an operation's send pass does).
+                let stale = st.clock();
+                let sent = |st: &State| {
+                    let s = st.stack.transport.stats();
+                    (s.messages_sent, s.data_frames_sent)
+                };
+                let before = sent(&st);
                 let mut received = false;
-                return Ok(
-                    match self.progress_until(&mut st, &mut received, true, check, Some(got))? {
-                        Some(v) => Lean::Done(v),
-                        None => Lean::Received(st.round_start),
-                    },
-                );
+                let done = self.progress_until(&mut st, &mut received, true, check, Some(got));
+                if sent(&st) != before {
+                    st.clock_after_send(stale);
+                }
+                return Ok(match done? {
+                    Some(v) => Lean::Done(v),
+                    None => Lean::Received(st.round_start),
+                });
             }
             if let Some(v) = check(&mut st.stack.engine)? {
                 return Ok(Lean::Done(v));
