@@ -176,65 +176,22 @@ impl Ops {
     }
 
     /// Frees a completed cell and hands its result to the owner; `None` if not complete yet.
+    /// A small landing's slot goes back to the free list with it (the returned landing is then
+    /// [`Landing::None`]).
     pub(crate) fn finish(&self, id: u32) -> Option<Finished> {
-        let mut s = self.lock();
-        match s.cells.get_mut(id as usize) {
-            Some(slot @ Some(_)) if slot.as_ref().is_some_and(|c| c.remaining == 0) => {
-                let cell = slot.take()?;
-                s.free.push(id);
-                Some(Finished {
-                    fail: cell.fail,
-                    landing: cell.landing,
-                })
-            }
-            _ => None,
-        }
+        Self::take_complete(&mut self.lock(), id, |_, _| ())
     }
 
-    /// The count of cells that completed so far: read before an operation is issued, it moves
-    /// when that operation completes (the start of [`Ops::is_done_since`]'s `seen`).
-    pub(crate) fn completions(&self) -> u64 {
-        // Acquire: pairs with the Release store in `complete`.
-        self.completions.load(Ordering::Acquire)
-    }
-
-    /// [`Ops::is_done`] for a waiter that polls. `seen` is the completion count of its last
-    /// look that found the cell incomplete (or [`Ops::completions`] before the operation was
-    /// issued): while no cell has completed since, the answer is no, without the lock. A look
-    /// that finds the cell incomplete moves `seen` on; one that finds it complete leaves it,
-    /// for [`Ops::finish_since`] to take the cell.
-    pub(crate) fn is_done_since(&self, id: u32, seen: &AtomicU64) -> bool {
-        let now = self.completions();
-        // Relaxed: `seen` is the waiter's own note of a count, ordered by nothing else.
-        if seen.load(Ordering::Relaxed) == now {
-            return false;
-        }
-        let done = self.is_done(id);
-        if !done {
-            seen.store(now, Ordering::Relaxed);
-        }
-        done
-    }
-
-    /// [`Ops::finish`] for a waiter that polls, gated like [`Ops::is_done_since`]. `copy` runs
-    /// on a completed cell's failure and landing before the landing is released: a small slot
-    /// goes back to the free list in the same lock (the returned landing is then
-    /// [`Landing::None`]), so that the next get can take it.
-    pub(crate) fn finish_since(
-        &self,
+    /// [`Ops::finish`] under the slab's lock: `copy` runs on the completed cell's failure and
+    /// landing before a small landing's slot is freed, so that the next get cannot take the
+    /// slot before its bytes are copied out.
+    fn take_complete(
+        s: &mut Slab,
         id: u32,
-        seen: &AtomicU64,
         copy: impl FnOnce(Option<NiFail>, &Landing),
     ) -> Option<Finished> {
-        let now = self.completions();
-        // Relaxed: as in `is_done_since`.
-        if seen.load(Ordering::Relaxed) == now {
-            return None;
-        }
-        let mut s = self.lock();
         let slot = s.cells.get_mut(id as usize)?;
         if slot.as_ref().is_none_or(|c| c.remaining != 0) {
-            seen.store(now, Ordering::Relaxed);
             return None;
         }
         let cell = slot.take()?;
@@ -251,6 +208,55 @@ impl Ops {
             fail: cell.fail,
             landing,
         })
+    }
+
+    /// The count of cells that completed so far: read before an operation is issued, it moves
+    /// when that operation completes (the start of [`Ops::is_done_since`]'s `seen`).
+    pub(crate) fn completions(&self) -> u64 {
+        // Acquire: pairs with the Release store in `complete`.
+        self.completions.load(Ordering::Acquire)
+    }
+
+    /// [`Ops::is_done`] for a waiter that polls. `seen` is the completion count of its last
+    /// look that found the cell incomplete (or [`Ops::completions`] before the operation was
+    /// issued): while no cell has completed since, the answer is no, without the lock. A look
+    /// that finds the cell incomplete moves `seen` on; one that finds it complete leaves it,
+    /// for [`Ops::finish_since`] to take the cell.
+    pub(crate) fn is_done_since(&self, id: u32, seen: &AtomicU64) -> bool {
+        let Some(now) = self.moved_since(seen) else {
+            return false;
+        };
+        let done = self.is_done(id);
+        if !done {
+            // Relaxed: as in `moved_since`.
+            seen.store(now, Ordering::Relaxed);
+        }
+        done
+    }
+
+    /// [`Ops::finish`] for a waiter that polls, gated like [`Ops::is_done_since`], with
+    /// [`Ops::take_complete`]'s `copy`.
+    pub(crate) fn finish_since(
+        &self,
+        id: u32,
+        seen: &AtomicU64,
+        copy: impl FnOnce(Option<NiFail>, &Landing),
+    ) -> Option<Finished> {
+        let now = self.moved_since(seen)?;
+        let finished = Self::take_complete(&mut self.lock(), id, copy);
+        if finished.is_none() {
+            // Relaxed: as in `moved_since`.
+            seen.store(now, Ordering::Relaxed);
+        }
+        finished
+    }
+
+    /// The completion count now, if it moved since `seen`; `None` if it did not (no cell
+    /// completed since, so the waiter's cell has not either).
+    fn moved_since(&self, seen: &AtomicU64) -> Option<u64> {
+        let now = self.completions();
+        // Relaxed: `seen` is the waiter's own note of a count, ordered by nothing else.
+        (seen.load(Ordering::Relaxed) != now).then_some(now)
     }
 
     /// The owner gives up cell `id`: freed now if complete (its landing returned for
@@ -337,6 +343,12 @@ mod tests {
         assert!(matches!(f.landing, Landing::None));
         assert_eq!(f.fail, None);
         assert_eq!(ops.alloc_small(1), Some((a, sa)));
+        // So does the unpolled `finish`.
+        ops.complete(u64::from(b), 1, NiFail::Segv);
+        let f = ops.finish(b).unwrap();
+        assert!(matches!(f.landing, Landing::None));
+        assert_eq!(f.fail, Some(NiFail::Segv));
+        assert_eq!(ops.alloc_small(1), Some((b, sb)));
     }
 
     #[test]
