@@ -25,8 +25,7 @@ ab_require ab-am-sizes.sh "$old" "$new" -- rgasnetrun testam
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 for i in $(seq 1 "$n"); do
-    order=("old $old" "new $new")
-    [ $((i % 2)) -eq 0 ] && order=("new $new" "old $old")
+    ab_order "$i" "$old" "$new"
     for entry in "${order[@]}"; do
         read -r label dir <<<"$entry"
         out=$(RGASNET_PSHM=$pshm timeout 300 "$dir/$profile/rgasnetrun" -n 2 "$dir/$profile/testam" \
@@ -42,8 +41,7 @@ for i in $(seq 1 "$n"); do
             }' >>"$results"
     done
 done
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
-med() { awk -v l="$1" -v f="$2" '$1 == l && $2 == f { print $3 }' "$results" | median; }
+med() { awk -v l="$1" -v f="$2" '$1 == l && $2 == f { print $3 }' "$results" | ab_median; }
 echo "AM ping-pong ReqRep round trips ($path, medians of $n alternating runs of $iters; us)"
 printf '%-12s %10s %8s %10s %8s\n' figure old /short new /short
 os=$(med old short) ns=$(med new short)

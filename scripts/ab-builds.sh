@@ -32,3 +32,19 @@ ab_require() {
         done
     done
 }
+
+# ab_order TURN OLD NEW: sets `order` to the two builds' "LABEL DIR" entries in the order turn
+# TURN (from 1) runs them: old first in odd turns, new first in even ones, so that neither
+# build always runs right after the other.
+ab_order() {
+    if [ $(($1 % 2)) -eq 0 ]; then
+        order=("new $3" "old $2")
+    else
+        order=("old $2" "new $3")
+    fi
+}
+
+# ab_median: the median of the numbers on standard input, one per line ("-" if none).
+ab_median() {
+    sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'
+}

@@ -53,8 +53,7 @@ extract() {
 
 results=$(mktemp)
 for i in $(seq 1 "$n"); do
-    order=("old $old" "new $new")
-    [ $((i % 2)) -eq 0 ] && order=("new $new" "old $old")
+    ab_order "$i" "$old" "$new"
     for t in testlarge testam testsmall; do
         for entry in "${order[@]}"; do
             read -r label dir <<<"$entry"
@@ -70,8 +69,7 @@ for i in $(seq 1 "$n"); do
     done
 done
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
-med() { awk -v l="$1" -v m="$2" '$2 == l && $3 == m { print $4 }' "$results" | median; }
+med() { awk -v l="$1" -v m="$2" '$2 == l && $3 == m { print $4 }' "$results" | ab_median; }
 echo
 echo "Medians of $n alternating runs across two namespace hosts (MTU 1500; MB/s higher is better, us lower)"
 printf '%-16s %12s %12s %8s\n' figure old new new/old

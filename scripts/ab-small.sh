@@ -20,8 +20,7 @@ ab_require ab-small.sh "$old" "$new" -- rgasnetrun testsmall
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 for i in $(seq 1 "$n"); do
-    order=("old $old" "new $new")
-    [ $((i % 2)) -eq 0 ] && order=("new $new" "old $old")
+    ab_order "$i" "$old" "$new"
     for entry in "${order[@]}"; do
         read -r label dir <<<"$entry"
         out=$(RGASNET_PSHM=0 timeout 300 "$dir/$profile/rgasnetrun" -n 2 "$dir/$profile/testsmall" \
@@ -34,8 +33,7 @@ for i in $(seq 1 "$n"); do
             tee -a "$results"
     done
 done
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
-med() { awk -v l="$1" -v op="$2" -v c="$3" '$1 == l && $2 == op { print $c }' "$results" | median; }
+med() { awk -v l="$1" -v op="$2" -v c="$3" '$1 == l && $2 == op { print $c }' "$results" | ab_median; }
 echo "8-byte latency, network path (medians of $n alternating runs of $iters; p50 us, ratio to raw UDP)"
 printf '%-6s %10s %10s %10s %10s\n' build "put p50" "put/raw" "get p50" "get/raw"
 for l in old new; do

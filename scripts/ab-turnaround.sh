@@ -25,8 +25,7 @@ trap 'rm -rf "$work"' EXIT
     "$root/benches/c/turnaround_shim.c" -o "$work/libturnaround_shim.so" -ldl
 results=$work/results
 for i in $(seq 1 "$n"); do
-    order=("old $old" "new $new")
-    [ $((i % 2)) -eq 0 ] && order=("new $new" "old $old")
+    ab_order "$i" "$old" "$new"
     for entry in "${order[@]}"; do
         read -r label dir <<<"$entry"
         # The latencies and their raw baseline without the shim; then, straight after, the
@@ -58,8 +57,7 @@ for i in $(seq 1 "$n"); do
             { echo "ab-turnaround.sh: $label: no figures (is the shim loaded?)" >&2; exit 1; }
     done
 done
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'; }
-med() { awk -v l="$1" -v c="$2" '$1 == l { print $c }' "$results" | median; }
+med() { awk -v l="$1" -v c="$2" '$1 == l { print $c }' "$results" | ab_median; }
 echo "8-byte put/get, network path: medians of $n alternating runs of $iters (us; ratios to raw UDP)"
 printf '%-5s %8s %8s | %-34s | %-34s\n' "" "" "" "rank 0 (initiator)" "rank 1 (target)"
 printf '%-5s %8s %8s | %8s %8s %8s %8s | %8s %8s %8s %8s\n' build put/raw get/raw \
