@@ -106,12 +106,30 @@ pub const BARRIER_ITERS_SCALE: u64 = 10;
 /// minute more per compare run.
 pub const AM_ITERS_SCALE: u64 = 5;
 
+/// How many times `-i` the small put/get benchmark runs, rgasnet's and GASNet's alike. 3000
+/// round trips of 8 bytes last about 20 ms over UDP, and one preemption moved a single size's
+/// ratio to udp-conduit by 15-25 % while its neighbours in the same job did not move (put 4 /
+/// 8 / 16 B: 0.98 / 0.74 / 0.98 in one repeat of stop 56's agreement check); two compare runs
+/// then disagreed by 10-13 % on put or get 8 B. The job costs about 10 s more per path.
+pub const SMALL_ITERS_SCALE: u64 = 5;
+
+/// Bytes that rgasnet's benchmarks may move per message size in compare (`--byte-budget`).
+/// GASNet's tests run every size `iters` times; rgasnet's cap a size at their byte budget
+/// (32 MiB by default, so that a sweep to many MiB stays short), which measured a 1 MiB put
+/// over 32 iterations, about 3 ms, against udp-conduit's 3000: the 1 MiB headlines moved by
+/// 19-25 % between two compare runs (stops 54 and 56) and a 1 MiB AM Long flood read 3.3 GB/s
+/// over 32 iterations against 7.6 GB/s over 15,000. With 1 GiB every size up to 64 KiB runs
+/// all its iterations and 1 MiB runs 1024 of them, 0.1-0.3 s.
+pub const BYTE_BUDGET: u64 = 1 << 30;
+
 /// The iterations `bench` runs when compare is given `iters`: [`BARRIER_ITERS_SCALE`] times
-/// as many for `testbarrier`, [`AM_ITERS_SCALE`] times for `testam`, `iters` for the others.
+/// as many for `testbarrier`, [`AM_ITERS_SCALE`] times for `testam`, [`SMALL_ITERS_SCALE`]
+/// times for `testsmall`, `iters` for `testlarge`.
 pub fn bench_iters(bench: &str, iters: u64) -> u64 {
     match bench {
         "testbarrier" => iters.saturating_mul(BARRIER_ITERS_SCALE),
         "testam" => iters.saturating_mul(AM_ITERS_SCALE),
+        "testsmall" => iters.saturating_mul(SMALL_ITERS_SCALE),
         _ => iters,
     }
 }
@@ -267,9 +285,16 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome, CompareError> {
     }
     let timeout = Duration::from_secs(args.timeout_secs);
     let mut bench_args = vec!["--max-size".to_string(), args.max_size.to_string()];
-    if let Some(extra) = &args.bench_args {
-        bench_args.extend(extra.split_whitespace().map(String::from));
+    let extra: Vec<String> = args
+        .bench_args
+        .iter()
+        .flat_map(|e| e.split_whitespace().map(String::from))
+        .collect();
+    // The benchmarks refuse an option given twice: a budget in --bench-args replaces ours.
+    if !extra.iter().any(|a| a.starts_with("--byte-budget")) {
+        bench_args.extend(["--byte-budget".to_string(), BYTE_BUDGET.to_string()]);
     }
+    bench_args.extend(extra);
     let peers = match &args.gasnet {
         Some(dir) => {
             let names: Vec<&str> = benches.iter().map(|(b, _)| b.as_str()).collect();
@@ -391,12 +416,15 @@ fn finish(
     let mut md = format!(
         "# rgasnet benchmark comparison\n\nDate (UTC): {date}  \nMachine: {machine}  \n\
          Runs: {} per benchmark and path; figures are medians with min–max over the runs.\n\n\
-         Iterations: {} per measurement, {} per AM and {} per barrier benchmark.  \n\
+         Iterations: {} per measurement, {} per small put/get, {} per AM and {} per barrier \
+         benchmark; rgasnet's benchmarks move at most {} MiB per size.  \n\
          Reproduce: `rgasnet-bench compare --repeats {} -i {} --max-size {}`\n\n",
         args.repeats,
         args.iters,
+        bench_iters("testsmall", args.iters),
         bench_iters("testam", args.iters),
         bench_iters("testbarrier", args.iters),
+        BYTE_BUDGET >> 20,
         args.repeats,
         args.iters,
         args.max_size
