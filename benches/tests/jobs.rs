@@ -644,11 +644,11 @@ fn compare_runs_rgasnet_and_a_gasnet_peer_and_reports_what_is_missing() {
 fn compare_reads_gasnet_ex_labels_and_rotates_the_order_of_each_repeat() {
     let dir = scratch("compare-ex");
     // A build tree (`<conduit>-conduit/<test>`) whose udp testsmall prints GASNet-EX's labels
-    // and insists on SMALL_ITERS_SCALE x `-i` iterations.
+    // and insists on `-i` iterations.
     fake_program(
         &dir.join("gasnet").join("udp-conduit").join("testsmall"),
         "#!/bin/sh\n\
-         [ \"$2\" = 25 ] && [ \"$3\" = 8 ] || { echo \"bad launch: $*\" >&2; exit 1; }\n\
+         [ \"$2\" = 5 ] && [ \"$3\" = 8 ] || { echo \"bad launch: $*\" >&2; exit 1; }\n\
          echo 'A:  0 -          8 byte :       5 iters, latency        100 us total,    20.000 us ave. (PutBlocking latency)'\n\
          echo 'A:  0 -          8 byte :       5 iters, latency        110 us total,    22.000 us ave. (GetBlocking latency)'\n",
     );
@@ -713,7 +713,7 @@ fn compare_reads_gasnet_ex_labels_and_rotates_the_order_of_each_repeat() {
     let ours = read(&out.join("logs"), "native-testsmall-1.txt");
     let command = line_of(&ours, "$ ");
     assert!(
-        command.contains(" -i 25 --max-size 8 --byte-budget 1073741824 --no-baseline"),
+        command.contains(" -i 5 --max-size 8 --byte-budget 1073741824 --no-baseline"),
         "{command}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
@@ -841,8 +841,8 @@ fn compare_runs_barriers_ten_times_the_iterations_for_rgasnet_and_gasnet_alike()
     assert_has(&md, "| Named Barrier |  | gasnet-udp | 13.6 |");
     assert_has(
         &md,
-        "Iterations: 5 per measurement, 25 per small put/get, 25 per AM and 50 per barrier \
-         benchmark; rgasnet's benchmarks move at most 1024 MiB per size.",
+        "Iterations: 5 per measurement, 25 per AM and 50 per barrier benchmark; rgasnet's \
+         benchmarks move at most 1024 MiB per size.",
     );
     // rgasnet's testbarrier got the same count.
     let ours = line_of(&md, "testbarrier -i ");
