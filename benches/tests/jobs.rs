@@ -190,7 +190,9 @@ fn testam_to_self_and_csv() {
 
 #[test]
 fn testsmall_testlarge_testbarrier_print_their_figures() {
-    let mut args = vec!["-i", "10", "--max-size", "16"];
+    // An option given twice counts once, the last: compare passes its own --max-size and
+    // --byte-budget before the user's --bench-args.
+    let mut args = vec!["-i", "10", "--max-size", "1M", "--max-size", "16"];
     args.extend(SMALL_RAW);
     let (out, _) = job(2, env!("CARGO_BIN_EXE_testsmall"), &args, false);
     let recs = parse_output(&out).unwrap();

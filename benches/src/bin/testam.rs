@@ -49,7 +49,7 @@ const BARRIER: u8 = 255;
 
 /// AM Short/Medium/Long ping-pong, flood and ReqReq benchmark (GASNet's testam).
 #[derive(Parser, Debug)]
-#[command(name = "testam", version)]
+#[command(name = "testam", version, args_override_self = true)]
 struct Cli {
     #[command(flatten)]
     common: CommonOpts,

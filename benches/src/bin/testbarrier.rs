@@ -20,7 +20,7 @@ const TARGET: f64 = 1.5;
 
 /// Named and anonymous barrier latency (GASNet's testbarrier).
 #[derive(Parser, Debug)]
-#[command(name = "testbarrier", version)]
+#[command(name = "testbarrier", version, args_override_self = true)]
 struct Cli {
     #[command(flatten)]
     common: CommonOpts,

@@ -25,7 +25,7 @@ const TARGET: f64 = 0.8;
 
 /// Bulk put/get bandwidth (GASNet's testlarge).
 #[derive(Parser, Debug)]
-#[command(name = "testlarge", version)]
+#[command(name = "testlarge", version, args_override_self = true)]
 struct Cli {
     #[command(flatten)]
     common: CommonOpts,

@@ -26,7 +26,7 @@ const PSHM_PUT_NS: f64 = 5.0;
 
 /// Put/get latency and small-message throughput (GASNet's testsmall).
 #[derive(Parser, Debug)]
-#[command(name = "testsmall", version)]
+#[command(name = "testsmall", version, args_override_self = true)]
 struct Cli {
     #[command(flatten)]
     common: CommonOpts,

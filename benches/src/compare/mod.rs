@@ -171,7 +171,8 @@ pub struct CompareArgs {
     /// Longest one job may run (seconds) before it is stopped and reported.
     #[arg(long, default_value_t = 120)]
     pub timeout_secs: u64,
-    /// Extra arguments for rgasnet's benchmarks (one string, split at spaces).
+    /// Extra arguments for rgasnet's benchmarks (one string, split at spaces); an option
+    /// given here overrides compare's own `--max-size` and `--byte-budget`.
     #[arg(long, allow_hyphen_values = true, value_name = "ARGS")]
     pub bench_args: Option<String>,
     /// Skip the plots.
@@ -278,17 +279,17 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome, CompareError> {
         });
     }
     let timeout = Duration::from_secs(args.timeout_secs);
-    let mut bench_args = vec!["--max-size".to_string(), args.max_size.to_string()];
-    let extra: Vec<String> = args
-        .bench_args
-        .iter()
-        .flat_map(|e| e.split_whitespace().map(String::from))
-        .collect();
-    // The benchmarks refuse an option given twice: a budget in --bench-args replaces ours.
-    if !extra.iter().any(|a| a.starts_with("--byte-budget")) {
-        bench_args.extend(["--byte-budget".to_string(), BYTE_BUDGET.to_string()]);
+    // --bench-args come last: rgasnet's benchmarks take the last of an option given twice, so
+    // they override these.
+    let mut bench_args = vec![
+        "--max-size".to_string(),
+        args.max_size.to_string(),
+        "--byte-budget".to_string(),
+        BYTE_BUDGET.to_string(),
+    ];
+    if let Some(extra) = &args.bench_args {
+        bench_args.extend(extra.split_whitespace().map(String::from));
     }
-    bench_args.extend(extra);
     let peers = match &args.gasnet {
         Some(dir) => {
             let names: Vec<&str> = benches.iter().map(|(b, _)| b.as_str()).collect();
