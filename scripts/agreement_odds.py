@@ -2,7 +2,7 @@
 as a function of the number of repeats, from the jobs that earlier agreement checks kept
 (`AGREEMENT_KEEP=DIR scripts/compare-agreement.sh ...`).
 
-usage: agreement_odds.py KEPT_DIR... [--repeats 5,7,9,11,13,15] [--trials 3000]
+usage: agreement_odds.py KEPT_DIR... [--repeats 5,7,9,11,13,15] [--trials 3000] (--help)
 
 Each KEPT_DIR holds `1/` and `2/` (compare's output folders, with `logs/`) and `1.log`,
 `2.log` (compare's progress, with the probes after every job). For every headline it takes
@@ -15,6 +15,7 @@ agree within 10 %. Headlines are drawn independently, although put/get 8 B (one 
 job) and AM Short/Medium (one testam job) move together; the odds printed are therefore a
 little low.
 """
+import argparse
 import math
 import os
 import random
@@ -52,42 +53,34 @@ def first(path, match):
     return None
 
 
-def latency(label, size):
+def figure(pattern, value, search=False):
+    """A line matcher: `value(match)` (None to pass the line by) where `pattern` matches."""
+
     def match(line):
-        m = SMALL.match(line)
-        if m and int(m.group(1)) == size and m.group(3) == label:
-            return float(m.group(2))
-        return None
+        m = pattern.search(line) if search else pattern.match(line)
+        return value(m) if m else None
 
     return match
 
 
-def am_short(line):
-    m = AM_SHORT.match(line)
-    return float(m.group(1)) if m else None
+def latency(label, size):
+    return figure(
+        SMALL,
+        lambda m: float(m[2]) if int(m[1]) == size and m[3] == label else None,
+    )
 
 
 def am_medium(size):
-    def match(line):
-        m = AM_MEDIUM.match(line)
-        return float(m.group(2)) if m and int(m.group(1)) == size else None
-
-    return match
-
-
-def barrier(line):
-    m = BARRIER.search(line)
-    return float(m.group(1)) if m else None
+    return figure(AM_MEDIUM, lambda m: float(m[2]) if int(m[1]) == size else None)
 
 
 def seconds_per_mib(label):
     """1 MiB throughput as time per byte, so that every ratio reads ours / peer of a time."""
+    return figure(LARGE, lambda m: 1.0 / float(m[1]) if m[2] == label else None)
 
-    def match(line):
-        m = LARGE.match(line)
-        return 1.0 / float(m.group(1)) if m and m.group(2) == label else None
 
-    return match
+am_short = figure(AM_SHORT, lambda m: float(m[1]))
+barrier = figure(BARRIER, lambda m: float(m[1]), search=True)
 
 
 # name, benchmark, our path, peer path, our figure, the peer's figure
@@ -148,18 +141,32 @@ def agree(a, b):
     return abs(a / b - 1.0) <= AGREEMENT
 
 
+def positive(text):
+    """An argparse type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive count")
+    return value
+
+
 def main(argv):
-    repeats, trials, dirs = [5, 7, 9, 11, 13, 15], 3000, []
-    args = iter(argv)
-    for arg in args:
-        if arg == "--repeats":
-            repeats = [int(n) for n in next(args).split(",")]
-        elif arg == "--trials":
-            trials = int(next(args))
-        else:
-            dirs.append(arg)
-    if not dirs:
-        sys.exit(__doc__)
+    parser = argparse.ArgumentParser(
+        description="Odds that two compare runs agree on every headline, by repeat count."
+    )
+    parser.add_argument("kept", nargs="+", metavar="KEPT_DIR", help="AGREEMENT_KEEP folders")
+    parser.add_argument(
+        "--repeats",
+        type=lambda v: [positive(n) for n in v.split(",")],
+        default=[5, 7, 9, 11, 13, 15],
+        help="repeat counts to draw, comma-separated (default 5,7,9,11,13,15)",
+    )
+    parser.add_argument("--trials", type=positive, default=3000, help="pairs drawn per count")
+    args = parser.parse_args(argv)
+    repeats, trials, dirs = args.repeats, args.trials, args.kept
+    for kept in dirs:
+        for run in ("1", "2"):
+            if not os.path.isfile(os.path.join(kept, run + ".log")):
+                parser.error(f"{kept}: no {run}.log (not an AGREEMENT_KEEP folder)")
     ratios = per_repeat_ratios(dirs)
     for name, values in ratios.items():
         if len(values) < 2:
