@@ -14,6 +14,8 @@
 #
 #   scripts/turnaround.sh [ROUNDS] [ITERS]          (default 5 rounds of 20000 round trips)
 #
+# BIN=DIR runs DIR's rgasnetrun, testsmall and testam (e.g. target/pgo/release-lto) instead of
+# building and running target/release's.
 # Prints every run's lines, then per program the medians of the per-run p50 turnarounds of
 # rank 0 (the initiator) and rank 1 (the target), their sum less the raw pair's, and the
 # medians of the per-run p50 send times.
@@ -27,8 +29,15 @@ cc=${CC:-cc}
 "$cc" -std=c11 -Wall -Wextra -Werror -O2 -shared -fPIC "$root/benches/c/turnaround_shim.c" \
     -o "$work/libturnaround_shim.so" -ldl
 "$cc" -std=c11 -Wall -Wextra -Werror -O2 "$root/benches/c/udp_size_rtt.c" -o "$work/udp_size_rtt"
-(cd "$root" && cargo build -q --release -p rgasnet-bench -p rgasnet-launcher)
-bin=$root/target/release
+if [ -n "${BIN:-}" ]; then
+    bin=$BIN
+    for program in rgasnetrun testsmall testam; do
+        [ -x "$bin/$program" ] || { echo "turnaround.sh: $bin/$program is missing (BIN=$BIN)" >&2; exit 2; }
+    done
+else
+    (cd "$root" && cargo build -q --release -p rgasnet-bench -p rgasnet-launcher)
+    bin=$root/target/release
+fi
 shim=$work/libturnaround_shim.so
 results=$work/results
 : >"$results"
