@@ -17,9 +17,20 @@ cd "$(dirname "$0")/.."
 gasnet=${1:?usage: $0 GASNET_BUILD_DIR [compare options...]}
 shift
 # PROFILE: the cargo profile of the benchmark build (default release-lto, the published
-# figures' build; `release` for a build as the tests use it).
-profile=${PROFILE:-release-lto}
-cargo build --profile "$profile" -q -p rgasnet-bench -p rgasnet-launcher
+# figures' build; `release` for a build as the tests use it). BENCH_DIR=DIR instead runs the
+# programs already in DIR (e.g. target/pgo/release-lto from scripts/pgo-build.sh), building
+# nothing.
+if [ -n "${BENCH_DIR:-}" ]; then
+    bench=$BENCH_DIR
+    for program in rgasnet-bench rgasnetrun testam testsmall testlarge testbarrier; do
+        [ -x "$bench/$program" ] ||
+            { echo "compare-agreement.sh: $bench/$program is missing (BENCH_DIR=$BENCH_DIR)" >&2; exit 2; }
+    done
+else
+    profile=${PROFILE:-release-lto}
+    cargo build --profile "$profile" -q -p rgasnet-bench -p rgasnet-launcher
+    bench=target/$profile
+fi
 # AGREEMENT_KEEP=DIR keeps both runs' tables (compare's output folders DIR/1 and DIR/2).
 if [ -n "${AGREEMENT_KEEP:-}" ]; then
     work=$AGREEMENT_KEEP
@@ -47,7 +58,7 @@ for c in udp smp; do
     ln -sfn "$(cd "$gasnet/$c-conduit" && pwd)" "$peers/$c-conduit"
 done
 for run in 1 2; do
-    "target/$profile/rgasnet-bench" compare --gasnet "$peers" --paths native,pshm \
+    "$bench/rgasnet-bench" compare --gasnet "$peers" --paths native,pshm \
         --no-plots --out "$work/$run" "$@" >/dev/null 2>"$work/$run.log" ||
         { tail -5 "$work/$run.log" >&2; exit 2; }
 done
