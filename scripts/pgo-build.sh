@@ -47,10 +47,11 @@ build "$out/gen" "-Cprofile-generate=$raw"
 
 gen=$out/gen/release-lto
 train() { # train PSHM RANKS PROGRAM ARGS...: one training run, bounded
-    local pshm=$1 ranks=$2
-    shift 2
-    if ! RGASNET_PSHM=$pshm timeout 300 "$gen/rgasnetrun" -n "$ranks" "$gen/$@" >/dev/null 2>"$out/train.err"; then
-        echo "pgo-build.sh: training run failed (RGASNET_PSHM=$pshm, $ranks ranks): $*" >&2
+    local pshm=$1 ranks=$2 program=$3
+    shift 3
+    if ! RGASNET_PSHM=$pshm timeout 300 "$gen/rgasnetrun" -n "$ranks" "$gen/$program" "$@" \
+        >/dev/null 2>"$out/train.err"; then
+        echo "pgo-build.sh: training run failed (RGASNET_PSHM=$pshm, $ranks ranks): $program $*" >&2
         tail -20 "$out/train.err" >&2
         exit 1
     fi
