@@ -1,4 +1,5 @@
-# Sourced by the A/B scripts (scripts/ab-*.sh) that compare two builds: the cargo profile
+# Sourced by the A/B scripts (scripts/ab-*.sh) that compare two builds, and by the scripts that
+# run a given build's programs: the cargo profile
 # whose programs they run, their usage text and the check that both builds hold the programs.
 # Not a script to run.
 
@@ -30,6 +31,16 @@ ab_require() {
                 exit 2
             }
         done
+    done
+}
+
+# require_programs SCRIPT_NAME DIR PROGRAM...: exits 2, naming it, when a program is missing
+# from DIR itself (a folder of built programs, e.g. target/pgo/release-lto).
+require_programs() {
+    local name=$1 dir=$2 program
+    shift 2
+    for program in "$@"; do
+        [ -x "$dir/$program" ] || { echo "$name: $dir/$program is missing" >&2; exit 2; }
     done
 }
 

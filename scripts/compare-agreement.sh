@@ -22,10 +22,9 @@ shift
 # nothing.
 if [ -n "${BENCH_DIR:-}" ]; then
     bench=$BENCH_DIR
-    for program in rgasnet-bench rgasnetrun testam testsmall testlarge testbarrier; do
-        [ -x "$bench/$program" ] ||
-            { echo "compare-agreement.sh: $bench/$program is missing (BENCH_DIR=$BENCH_DIR)" >&2; exit 2; }
-    done
+    . scripts/ab-builds.sh
+    require_programs compare-agreement.sh "$bench" rgasnet-bench rgasnetrun testam testsmall \
+        testlarge testbarrier
 else
     profile=${PROFILE:-release-lto}
     cargo build --profile "$profile" -q -p rgasnet-bench -p rgasnet-launcher

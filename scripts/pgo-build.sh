@@ -24,6 +24,12 @@ if [ $# -gt 1 ]; then
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$(realpath -m "${1:-$root/target/pgo}")
+# The second build goes to OUT_DIR under other RUSTFLAGS: the repo's own target folder would
+# have its normal build replaced by profile-guided programs.
+if [ "$out" = "$(realpath -m "$root/target")" ]; then
+    echo "pgo-build.sh: OUT_DIR $out is the repo's own target folder: give another (default target/pgo)" >&2
+    exit 2
+fi
 
 sysroot=$(rustc --print sysroot)
 host=$(rustc -vV | awk '/^host:/ { print $2 }')

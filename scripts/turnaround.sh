@@ -31,9 +31,8 @@ cc=${CC:-cc}
 "$cc" -std=c11 -Wall -Wextra -Werror -O2 "$root/benches/c/udp_size_rtt.c" -o "$work/udp_size_rtt"
 if [ -n "${BIN:-}" ]; then
     bin=$BIN
-    for program in rgasnetrun testsmall testam; do
-        [ -x "$bin/$program" ] || { echo "turnaround.sh: $bin/$program is missing (BIN=$BIN)" >&2; exit 2; }
-    done
+    . "$root/scripts/ab-builds.sh"
+    require_programs turnaround.sh "$bin" rgasnetrun testsmall testam
 else
     (cd "$root" && cargo build -q --release -p rgasnet-bench -p rgasnet-launcher)
     bin=$root/target/release

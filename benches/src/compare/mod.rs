@@ -146,7 +146,7 @@ pub struct CompareArgs {
     /// Runs of every (benchmark, path). Eleven: a headline ratio is the median of the ratios
     /// within the repeats, and on this project's 2-vCPU VM those ratios spread by 8-17 % (sd
     /// of their log) from job to job, whatever the iteration count. Drawn from the repeats of
-    /// five agreement checks (`scripts/agreement_odds.py`), two runs of 5 repeats agree within
+    /// six agreement checks (`scripts/agreement_odds.py`), two runs of 5 repeats agree within
     /// 10 % on all eight headlines about one time in four, of 11 about three times in four
     /// (benches/perf/agreement.md). A run takes about half an hour there; `--repeats 3`
     /// gives a quick look.
