@@ -21,7 +21,7 @@ use crate::handle::{Dest, Kind};
 use crate::ops::{Freed, Landing};
 
 impl Shared {
-    /// Issues the network puts of an explicit put of `src` (through a bounce lane's descriptor) reporting to
+    /// Issues the network puts of an explicit put of `src` (through `put_md`) reporting to
     /// cell `cell`. The caller allocated the cell with one completion per chunk.
     fn issue_put_chunks(
         &self,
@@ -37,25 +37,16 @@ impl Shared {
             let lo = i as usize * PUT_CHUNK;
             let chunk = &src[lo..src.len().min(lo + PUT_CHUNK)];
             self.acquire_put_bytes(call, chunk.len() as u64)?;
-            let lane = match self.take_lane(call) {
-                Ok(lane) => lane,
-                Err(e) => {
-                    self.release_put_bytes(chunk.len() as u64);
-                    return Err(e);
-                }
-            };
             if let Err(e) = self.acquire_credit(call) {
-                self.give_lane(lane);
                 self.release_put_bytes(chunk.len() as u64);
                 return Err(e);
             }
-            // The chunk goes from `src` into the message (`put_from`): the lane's descriptor
-            // only reports the ACK, so the bytes are copied once, not twice.
+            // The chunk goes from `src` into the message (`put_from`): the descriptor only
+            // reports the ACK, so the bytes are copied once, not twice.
             let r = self.ni.put_from(
-                &put_args(lane.md, 0, chunk.len(), rank, offset + lo as u64, cell),
+                &put_args(self.put_md, 0, chunk.len(), rank, offset + lo as u64, cell),
                 chunk,
             );
-            self.give_lane(lane);
             if let Err(source) = r {
                 self.credits
                     .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
@@ -91,7 +82,7 @@ impl Shared {
 
     /// [`Shared::put_nb_impl`] after the range check (or without it, to exercise the target's
     /// own bounds enforcement in tests).
-    fn put_nb_raw<'a>(
+    pub(crate) fn put_nb_raw<'a>(
         &'a self,
         call: &'static str,
         rank: u32,
@@ -123,7 +114,7 @@ impl Shared {
     }
 
     /// [`Shared::get_nb_impl`] after the range check.
-    fn get_nb_raw<'a>(
+    pub(crate) fn get_nb_raw<'a>(
         &'a self,
         call: &'static str,
         dest: &'a mut [u8],
@@ -423,14 +414,14 @@ impl Extended {
                 .sh
                 .local_result("put", rank, seg.write(offset as usize, src));
         }
-        self.sh.put_nb_impl("put", rank, offset, src)?.wait()
+        self.sh.put_blocking("put", rank, offset, src)
     }
 
     /// Bulk blocking put: the same guarantees as [`Extended::put`] (GASNet's bulk forms only
     /// relax alignment, which this implementation never requires).
     pub fn put_bulk(&self, rank: u32, offset: u64, src: &[u8]) -> Result<(), ExtError> {
         not_in_handler("put_bulk")?;
-        self.sh.put_nb_impl("put_bulk", rank, offset, src)?.wait()
+        self.sh.put_blocking("put_bulk", rank, offset, src)
     }
 
     /// Blocking get of `dest.len()` bytes from `rank`'s segment at `offset` into `dest`.
@@ -453,13 +444,13 @@ impl Extended {
                 .sh
                 .local_result("get", rank, seg.read(offset as usize, dest));
         }
-        self.sh.get_nb_impl("get", dest, rank, offset)?.wait()
+        self.sh.get_blocking("get", dest, rank, offset)
     }
 
     /// Bulk blocking get (same as [`Extended::get`]).
     pub fn get_bulk(&self, dest: &mut [u8], rank: u32, offset: u64) -> Result<(), ExtError> {
         not_in_handler("get_bulk")?;
-        self.sh.get_nb_impl("get_bulk", dest, rank, offset)?.wait()
+        self.sh.get_blocking("get_bulk", dest, rank, offset)
     }
 
     /// Explicit-handle put. The source is copied before this returns (it may be overwritten at
@@ -492,8 +483,7 @@ impl Extended {
         check_val("put_val", nbytes)?;
         let bytes = value.to_le_bytes();
         self.sh
-            .put_nb_impl("put_val", rank, offset, &bytes[..nbytes])?
-            .wait()
+            .put_blocking("put_val", rank, offset, &bytes[..nbytes])
     }
 
     /// Explicit-handle form of [`Extended::put_val`].
@@ -517,8 +507,7 @@ impl Extended {
         check_val("get_val", nbytes)?;
         let mut bytes = [0u8; 8];
         self.sh
-            .get_nb_impl("get_val", &mut bytes[..nbytes], rank, offset)?
-            .wait()?;
+            .get_blocking("get_val", &mut bytes[..nbytes], rank, offset)?;
         Ok(u64::from_le_bytes(bytes))
     }
 

@@ -12,6 +12,7 @@ use rgasnet_portals::{AnyNi, EngineView};
 use rgasnet_portals::{EventKind, MdOptions, NiFail, Region};
 
 use crate::barrier::Barrier;
+use crate::blocking::{BlockingSlots, BLOCKING_SLOTS};
 use crate::error::{ExtAttachError, ExtError};
 use crate::ops::{Freed, Landing, Ops};
 use crate::small::SmallLandings;
@@ -53,13 +54,6 @@ const SHM_POLL_SLICE: Duration = Duration::from_micros(50);
 pub(crate) const H_MEMSET_REQ: u8 = 16;
 pub(crate) const H_MEMSET_REP: u8 = 17;
 pub(crate) const H_BARRIER: u8 = 18;
-
-/// A descriptor for explicit puts of the caller's bytes (`Ni::put_from` copies them straight
-/// into the message, so no byte is ever written to the descriptor's region): it reports the
-/// put's ACK, and is held only for the duration of one `put` call.
-pub(crate) struct Lane {
-    pub(crate) md: MdHandle,
-}
 
 /// State reached from the AM handlers (created before attach so they can capture it).
 pub(crate) struct Core {
@@ -117,7 +111,15 @@ pub(crate) struct Shared {
     pub(crate) seg_put_md: MdHandle,
     /// Landings of explicit gets larger than a small slot, kept bound for reuse.
     pub(crate) landings: RegionPool<MdHandle>,
-    pub(crate) lanes: Mutex<Vec<Lane>>,
+    /// The descriptor of explicit and blocking puts of the caller's bytes (`Ni::put_from`
+    /// copies them straight into the message, so no byte is ever written to its region, and
+    /// any number of puts may name it at once): it reports their ACKs to `xeq`.
+    pub(crate) put_md: MdHandle,
+    /// The slots of blocking single-operation puts and gets.
+    pub(crate) blocking: BlockingSlots,
+    /// Where blocking gets land: [`SMALL_GET`] bytes per slot, bound as `blocking_md`.
+    pub(crate) blocking_landing: Region,
+    pub(crate) blocking_md: MdHandle,
     pub(crate) sets: Mutex<Vec<crate::nbi::CounterSet>>,
 }
 
@@ -213,6 +215,10 @@ impl Extended {
         let small_md = bind_eq(&ni, &small, xeq)?;
         let small = SmallLandings::new((small, small_md));
         let seg_md = bind_eq(&ni, &segment, xeq)?;
+        // Only its length matters (see `put_md`): an untouched mapping costs no memory.
+        let put_md = bind_eq(&ni, &rgasnet::buffer_region(PUT_CHUNK), xeq)?;
+        let blocking_landing = rgasnet::buffer_region(BLOCKING_SLOTS as usize * SMALL_GET);
+        let blocking_md = bind_eq(&ni, &blocking_landing, xeq)?;
         // Blocking puts from the segment wait for their ACK, so they may leave in place.
         let seg_put_md = bind_eq_with(&ni, &segment, xeq, MdOptions::IN_PLACE)?;
         let sh = Shared {
@@ -234,7 +240,10 @@ impl Extended {
             seg_md,
             seg_put_md,
             landings: RegionPool::new(),
-            lanes: Mutex::new(Vec::new()),
+            put_md,
+            blocking: BlockingSlots::new(),
+            blocking_landing,
+            blocking_md,
             sets: Mutex::new(Vec::new()),
             core,
         };
@@ -450,23 +459,6 @@ impl Shared {
         })
     }
 
-    /// Takes a bounce lane (binding a new one if every lane is busy: lanes are held only
-    /// during one `put` call, so there are at most as many as threads putting at once).
-    pub(crate) fn take_lane(&self, call: &'static str) -> Result<Lane, ExtError> {
-        if let Some(l) = lock(&self.lanes).pop() {
-            return Ok(l);
-        }
-        // The region only gives the descriptor its length; an untouched mapping costs no
-        // memory.
-        let region = rgasnet::buffer_region(PUT_CHUNK);
-        let md = bind_eq(&self.ni, &region, self.xeq).map_err(ExtError::portals(call))?;
-        Ok(Lane { md })
-    }
-
-    pub(crate) fn give_lane(&self, lane: Lane) {
-        lock(&self.lanes).push(lane);
-    }
-
     /// Reserves room for one more event on `xeq`, waiting (and making progress) while
     /// `GASNET_EXTENDED_EVENT_QUEUE_LENGTH` operations are outstanding.
     pub(crate) fn acquire_credit(&self, call: &'static str) -> Result<(), ExtError> {
@@ -592,13 +584,6 @@ impl Shared {
             self.credits.fetch_sub(1, Ordering::Relaxed);
             // The length asked for travels in the user_ptr: these events carry no rlength.
             let (cell, requested) = crate::explicit::chunk_of(ev.user_ptr);
-            match ev.kind {
-                // Every acknowledged operation on this queue is an explicit put chunk, every
-                // replied one an explicit get chunk.
-                EventKind::Ack => self.release_put_bytes(requested),
-                EventKind::Reply => self.release_get_bytes(requested),
-                _ => {}
-            }
             // A range straddling the end of the target's entry is truncated by Portals (the
             // part inside is moved), one past its end moves nothing: report either as the
             // access outside the entry it is.
@@ -607,6 +592,18 @@ impl Shared {
             } else {
                 ev.ni_fail
             };
+            if let Some(slot) = crate::blocking::slot_of(cell) {
+                // A blocking call's operation, outside every byte window.
+                self.blocking.complete(slot, fail);
+                continue;
+            }
+            match ev.kind {
+                // Every acknowledged operation on this queue is an explicit put chunk, every
+                // replied one an explicit get chunk.
+                EventKind::Ack => self.release_put_bytes(requested),
+                EventKind::Reply => self.release_get_bytes(requested),
+                _ => {}
+            }
             if let Freed::Landing(l) = self.core.ops.complete(cell, 1, fail) {
                 self.release_landing_in(e, l);
             }

@@ -40,6 +40,7 @@
 #![forbid(unsafe_code)]
 
 mod barrier;
+mod blocking;
 mod error;
 mod explicit;
 mod ext;
