@@ -296,6 +296,16 @@ fn four_threads_per_rank_four_ranks() {
 }
 
 #[test]
+fn blocking_calls_from_more_threads_than_slots_two_ranks() {
+    check(2, "blocking-threads", ": blocking-threads ok");
+}
+
+#[test]
+fn blocking_calls_from_more_threads_than_slots_four_ranks() {
+    check(4, "blocking-threads", ": blocking-threads ok");
+}
+
+#[test]
 fn operations_on_self() {
     check(2, "self", ": self ok");
 }

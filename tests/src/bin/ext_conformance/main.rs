@@ -3,7 +3,7 @@
 //!
 //! `ext_conformance MODE`: every mode checks its own results byte by byte / variant by variant
 //! and exits non-zero with a message naming the first mismatch. Modes: `rma`, `overwrite`,
-//! `regions`, `memset`, `barrier`, `errors`, `threads`, `self`.
+//! `regions`, `memset`, `barrier`, `errors`, `threads`, `blocking-threads`, `self`.
 //!
 //! Segment layout: rank `t`'s segment holds one area of [`AREA`] bytes per writer rank `w`
 //! (`[w * AREA, (w + 1) * AREA)`); only `w` writes there, so ranks never race, and every writer
@@ -561,6 +561,7 @@ fn barrier(ext: &Extended) -> Res {
     Ok(())
 }
 
+mod blocking;
 mod errors;
 mod leave;
 
@@ -727,6 +728,7 @@ fn main() -> ExitCode {
         "barrier-stall" => barrier_stall(&ext),
         "errors" => errors::errors(&ext, &probe),
         "threads" => threads(&ext, seed),
+        "blocking-threads" => blocking::blocking_threads(&ext, seed),
         "self" => self_ops(&ext, &mut rng),
         other => Err(format!("unknown mode {other}")),
     };
