@@ -12,7 +12,9 @@
 //!
 //! - Explicit operations ([`Extended::put`], [`Extended::get_nb`], ...) complete through one
 //!   event queue of `GASNET_EXTENDED_EVENT_QUEUE_LENGTH` entries, which bounds the network
-//!   operations in flight; past it the caller makes progress until room frees up.
+//!   operations in flight; past it the caller makes progress until room frees up. A blocking
+//!   put or get that is one network operation waits in one of 64 slots (`blocking`): no
+//!   handle, and none of the locks of the explicit operations' slab.
 //! - Implicit operations ([`Nbi`], [`AccessRegion`]) complete through counting events.
 //! - Memset and the barrier use active messages on reserved handler indices 16–18; the
 //!   barrier is a dissemination barrier (`ceil(log2 n)` rounds).
