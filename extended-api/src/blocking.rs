@@ -7,8 +7,9 @@
 //! freed under its lock, four locks per operation), no handle, no byte window. It takes a slot
 //! here with one compare-and-swap, names the slot in its operation's `user_ptr` (the cell
 //! number with [`SLOT_BIT`] set), and the event queue's drain records the outcome in the slot.
-//! A get lands in the slot's own [`crate::ext::SMALL_GET`] bytes of a region bound once. The
-//! slab's bookkeeping cost about 1.5 % of the network 8-byte put round trip (issue 26).
+//! A get lands in the slot's own [`crate::ext::SMALL_GET`] bytes of a region bound once. That
+//! took 10 of the initiator's 32 locked instructions per 8-byte put or get and 0.02-0.03 µs of
+//! its turnaround (issue 26, `benches/perf/network-turnaround.md`).
 //!
 //! When every slot is taken (more threads in blocking calls than [`BLOCKING_SLOTS`]), a call
 //! takes the explicit-handle path instead.
