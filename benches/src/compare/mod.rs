@@ -144,10 +144,11 @@ pub struct CompareArgs {
     #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(BENCHES))]
     pub benches: Option<Vec<String>>,
     /// Runs of every (benchmark, path). Eleven: a headline ratio is the median of the ratios
-    /// within the repeats, and on this project's 2-vCPU VM those ratios spread by 8-17 % (sd
-    /// of their log) from job to job, whatever the iteration count. Drawn from the repeats of
-    /// six agreement checks (`scripts/agreement_odds.py`), two runs of 5 repeats agree within
-    /// 10 % on all eight headlines about one time in four, of 11 about three times in four
+    /// within the repeats, and on this project's 2-vCPU VM those ratios spread by 7-15 % (sd
+    /// of their log; the shared-memory AM Short's, a 0.2 µs round trip, by 32 %) from job to
+    /// job, whatever the iteration count. Drawn from the repeats of seven agreement checks
+    /// (`scripts/agreement_odds.py`), two runs of 5 repeats agree within 10 % on all eight
+    /// headlines about one time in three, of 11 about five times in six
     /// (benches/perf/agreement.md). A run takes about half an hour there; `--repeats 3`
     /// gives a quick look.
     #[arg(long, default_value_t = 11, value_parser = clap::value_parser!(u64).range(1..))]
