@@ -69,11 +69,14 @@ impl BlockingSlots {
     /// Takes a free slot; `None` when every slot is taken.
     pub(crate) fn take(&self) -> Option<u32> {
         self.states.iter().enumerate().find_map(|(i, s)| {
-            // Acquire: pairs with the Release in `free`, so that the previous owner's copy out
-            // of the landing happens before this call's reply can land there.
-            s.compare_exchange(FREE, BUSY, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-                .then_some(i as u32)
+            // A look before the locked compare-exchange: a thread that passes busy slots does
+            // not lock each one. Relaxed: only a hint, the exchange decides. Acquire: pairs
+            // with the Release in `free`, so that the previous owner's copy out of the landing
+            // happens before this call's reply can land there.
+            (s.load(Ordering::Relaxed) == FREE
+                && s.compare_exchange(FREE, BUSY, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok())
+            .then_some(i as u32)
         })
     }
 

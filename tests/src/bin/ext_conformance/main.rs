@@ -567,64 +567,65 @@ mod leave;
 
 pub(crate) const SINK: u8 = 130;
 
+/// Runs `f(t)` on threads `t` = 0..`n` at once and returns the first thread's error (a thread
+/// that panicked is one).
+pub(crate) fn on_threads(n: u64, f: impl Fn(u64) -> Res + Sync) -> Res {
+    let f = &f;
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..n).map(|t| s.spawn(move || f(t))).collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("thread panicked".into())))
+            .collect::<Vec<Res>>()
+    })
+    .into_iter()
+    .collect()
+}
+
 /// Four threads per rank, each with its own nbi context and its own quarter of the area.
 fn threads(ext: &Extended, seed: u64) -> Res {
     let n = ext.size();
     let me = area(ext.rank());
     let quarter = AREA / 4;
-    let results: Vec<Res> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..4u64)
-            .map(|t| {
-                s.spawn(move || -> Res {
-                    let mut rng = Rng::new(seed ^ ((t + 1) * 0x1234_5678));
-                    let base = me + t * quarter;
-                    for round in 0..12 {
-                        let mut nbi = ext.nbi();
-                        let mut ranges = Vec::new();
-                        let slot = quarter / 8;
-                        for i in 0..8 {
-                            let rank = rng.below(u64::from(n)) as u32;
-                            let len = (rng.len() % slot).max(1);
-                            let at = base + i * slot + rng.below(slot - len + 1);
-                            let d = rng.bytes(len as usize);
-                            nbi.put_nbi(rank, at, &d).map_err(e2s("thread put_nbi"))?;
-                            ranges.push((rank, at, d));
-                        }
-                        if round % 2 == 0 {
-                            nbi.sync_nbi_puts().map_err(e2s("thread sync_nbi_puts"))?;
-                        } else {
-                            while !nbi.try_sync_nbi_all().map_err(e2s("thread try_sync"))? {}
-                        }
-                        let mut bufs: Vec<Vec<u8>> =
-                            ranges.iter().map(|r| vec![0u8; r.2.len()]).collect();
-                        {
-                            let mut g = ext.nbi();
-                            for ((rank, at, _), b) in ranges.iter().zip(bufs.iter_mut()) {
-                                g.get_nbi(b, *rank, *at).map_err(e2s("thread get_nbi"))?;
-                            }
-                            g.sync_nbi_gets().map_err(e2s("thread sync_nbi_gets"))?;
-                        }
-                        for ((rank, at, d), b) in ranges.iter().zip(&bufs) {
-                            compare(&format!("thread {t} rank {rank} at {at}"), b, d)?;
-                        }
-                        // Explicit handles from threads too.
-                        let (rank, at, d) = &ranges[0];
-                        ext.put_nb(*rank, *at, d)
-                            .map_err(e2s("thread put_nb"))?
-                            .wait()
-                            .map_err(e2s("thread put_nb wait"))?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("thread panicked".into())))
-            .collect()
-    });
-    for r in results {
-        r?;
-    }
+    on_threads(4, |t| -> Res {
+        let mut rng = Rng::new(seed ^ ((t + 1) * 0x1234_5678));
+        let base = me + t * quarter;
+        for round in 0..12 {
+            let mut nbi = ext.nbi();
+            let mut ranges = Vec::new();
+            let slot = quarter / 8;
+            for i in 0..8 {
+                let rank = rng.below(u64::from(n)) as u32;
+                let len = (rng.len() % slot).max(1);
+                let at = base + i * slot + rng.below(slot - len + 1);
+                let d = rng.bytes(len as usize);
+                nbi.put_nbi(rank, at, &d).map_err(e2s("thread put_nbi"))?;
+                ranges.push((rank, at, d));
+            }
+            if round % 2 == 0 {
+                nbi.sync_nbi_puts().map_err(e2s("thread sync_nbi_puts"))?;
+            } else {
+                while !nbi.try_sync_nbi_all().map_err(e2s("thread try_sync"))? {}
+            }
+            let mut bufs: Vec<Vec<u8>> = ranges.iter().map(|r| vec![0u8; r.2.len()]).collect();
+            {
+                let mut g = ext.nbi();
+                for ((rank, at, _), b) in ranges.iter().zip(bufs.iter_mut()) {
+                    g.get_nbi(b, *rank, *at).map_err(e2s("thread get_nbi"))?;
+                }
+                g.sync_nbi_gets().map_err(e2s("thread sync_nbi_gets"))?;
+            }
+            for ((rank, at, d), b) in ranges.iter().zip(&bufs) {
+                compare(&format!("thread {t} rank {rank} at {at}"), b, d)?;
+            }
+            // Explicit handles from threads too.
+            let (rank, at, d) = &ranges[0];
+            ext.put_nb(*rank, *at, d)
+                .map_err(e2s("thread put_nb"))?
+                .wait()
+                .map_err(e2s("thread put_nb wait"))?;
+        }
+        Ok(())
+    })?;
     println!("rank {}: threads ok", ext.rank());
     Ok(())
 }
