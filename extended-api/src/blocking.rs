@@ -95,7 +95,7 @@ impl BlockingSlots {
         let Some(s) = self.states.get(slot as usize) else {
             return;
         };
-        let code = NiFail::ALL.iter().position(|f| *f == fail).unwrap_or(0) as u32;
+        let code = u32::from(fail.code());
         // Release: the waiter that reads the completed state (Acquire) then reads a get's bytes
         // in the slot's landing, which the engine wrote before it posted the event.
         let _ = s.fetch_update(Ordering::Release, Ordering::Relaxed, |state| match state {

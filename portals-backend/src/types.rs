@@ -506,6 +506,23 @@ impl NiFail {
         NiFail::NoMatch,
         NiFail::Segv,
     ];
+
+    /// The standard's code of this failure type (`ptl_ni_fail_t`: `PTL_NI_OK` = 0 to
+    /// `PTL_NI_SEGV` = 7), its position in [`NiFail::ALL`]. An exhaustive match, so that a
+    /// variant added later cannot silently read as another (a search of `ALL` would need a
+    /// fallback, and 0 is success).
+    pub const fn code(self) -> u8 {
+        match self {
+            NiFail::Ok => 0,
+            NiFail::Undeliverable => 1,
+            NiFail::Dropped => 2,
+            NiFail::PtDisabled => 3,
+            NiFail::PermViolation => 4,
+            NiFail::OpViolation => 5,
+            NiFail::NoMatch => 6,
+            NiFail::Segv => 7,
+        }
+    }
 }
 
 /// A full event (`ptl_event_t`). Fields that do not apply to a kind are zero.
@@ -552,4 +569,16 @@ pub struct CtEvent {
     pub success: u64,
     /// Failed events.
     pub failure: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NiFail;
+
+    #[test]
+    fn ni_fail_code_is_its_position_in_all() {
+        for (position, fail) in NiFail::ALL.iter().enumerate() {
+            assert_eq!(usize::from(fail.code()), position, "{fail:?}");
+        }
+    }
 }
