@@ -16,7 +16,8 @@
 //!    local one can back the Portals list entry (the engine deposits into the shared memory),
 //!    peers' ones are written and read directly.
 //! 4. [`Node::try_send_request`] / [`Node::try_send_reply`] enqueue an [`AmMessage`];
-//!    [`Receiver`] dequeues ([`Inbox::try_recv`]) and sleeps ([`Receiver::wait`]).
+//!    [`Receiver`] dequeues ([`Inbox::try_recv`]) and sleeps ([`Receiver::wait`]); a
+//!    [`PollLock`] shares it between the threads of a process.
 //! 5. [`Node::barrier_arrive`] / [`Node::barrier_wait`]: the node barrier (a dissemination
 //!    barrier, or a shared counter on a host with more ranks than CPUs: [`BarrierKind`]).
 //!
@@ -36,8 +37,8 @@
 //! ```
 //!
 //! All `unsafe` code of this crate is in the `segment` module (mapping, views of it as
-//! atomics, fork for the baseline) and the `queue` module (payload copies, futex calls);
-//! every other module is `#[deny(unsafe_code)]`.
+//! atomics, fork for the baseline) and the `queue` module (payload copies, futex calls, the
+//! [`PollLock`]); every other module is `#[deny(unsafe_code)]`.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod barrier;
@@ -59,7 +60,7 @@ pub use host::{host_id, Supernodes, BOOT_ID_PATH};
 pub use layout::MIN_QUEUE_CELLS;
 pub use message::{AmCategory, AmMessage, Body, MAX_ARGS, MAX_MEDIUM};
 pub use node::{BarrierKind, BarrierWaiting, Inbox, Node, NodeConfig, Receiver};
-pub use queue::Received;
+pub use queue::{PollGuard, PollLock, Received};
 pub use segment::{
     check_space, fast_region, job_prefix, object_name, remove_job_objects, ExternalMemory,
     MappedSegment, SHM_DIR,

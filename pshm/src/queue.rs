@@ -106,6 +106,12 @@ use crate::message::{
     AmMessage, Body, HEADER_BYTES, KIND_MESSAGE, KIND_PAD, LONG_CARRIED_CODE, MAX_ARGS, MAX_MEDIUM,
 };
 
+// The lock that shares a process's consumer side between its threads: part of this module
+// (which holds the crate's unsafe code with `segment`), in a file of its own.
+#[path = "poll_lock.rs"]
+mod poll_lock;
+pub use poll_lock::{PollGuard, PollLock};
+
 /// Where one ring lives inside a mapping, located and bounds-checked once, so that building
 /// its [`Ring`] view per message costs a few loads instead of re-slicing the mapping (which
 /// showed up as a tenth of the instructions of a shared-memory round trip).
