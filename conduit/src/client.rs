@@ -489,7 +489,7 @@ impl Client {
         if shm.pending() {
             return true;
         }
-        match crate::send::try_lock(&shm.rx) {
+        match shm.rx.try_lock() {
             Some(rx) => rx.wait(timeout) || shm.pending(),
             // Another thread is draining the queues: let the caller look again.
             None => {

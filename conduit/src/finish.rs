@@ -177,11 +177,11 @@ impl Inner {
     /// made (and earlier ones waiting for room) into their targets' queues.
     fn hand_over_shm(&self, shm: &Shm, start: Instant, timeout: Duration) -> Result<(), AmError> {
         const CALL: &str = "quiesce";
-        crate::send::lock(&shm.rx).close();
+        shm.rx.lock().close();
         loop {
             self.poll_internal(CALL)?;
             // Another thread polling holds the receiver: it drains for this one.
-            let drained = crate::send::try_lock(&shm.rx).is_some_and(|rx| rx.drained());
+            let drained = shm.rx.try_lock().is_some_and(|rx| rx.drained());
             let replies = shm.deferred_replies();
             if drained && replies == 0 {
                 return Ok(());

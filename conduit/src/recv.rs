@@ -75,11 +75,24 @@ impl Drop for HandlerScope {
     }
 }
 
-/// Bumps a counter when dropped (after a handler ran, even if it unwound).
-struct CountOnDrop<'a>(&'a std::sync::atomic::AtomicU64);
+/// The counter a handler's run is counted in, and how it is bumped.
+#[derive(Clone, Copy)]
+pub(crate) enum Tally<'a> {
+    /// A counter that any thread may bump ([`Counters::bump`]).
+    Shared(&'a std::sync::atomic::AtomicU64),
+    /// A counter bumped only under the shared-memory receiver's lock
+    /// ([`Counters::bump_held`]).
+    Held(&'a std::sync::atomic::AtomicU64),
+}
+
+/// Bumps its counter when dropped (after a handler ran, even if it unwound).
+struct CountOnDrop<'a>(Tally<'a>);
 impl Drop for CountOnDrop<'_> {
     fn drop(&mut self) {
-        Counters::bump(self.0);
+        match self.0 {
+            Tally::Shared(c) => Counters::bump(c),
+            Tally::Held(c) => Counters::bump_held(c),
+        }
     }
 }
 
@@ -682,6 +695,7 @@ impl Inner {
                     .with_bytes(lent.at, lent.len, &mut buf, |payload| {
                         self.dispatch(
                             att,
+                            Tally::Shared(&self.stats.handled),
                             p.source,
                             p.direction,
                             Category::Medium,
@@ -728,6 +742,7 @@ impl Inner {
                 let payload = buf.get(at..).unwrap_or(&[]);
                 self.dispatch(
                     att,
+                    Tally::Shared(&self.stats.handled),
                     p.source,
                     p.direction,
                     category,
@@ -739,6 +754,7 @@ impl Inner {
             }),
             None => self.dispatch(
                 att,
+                Tally::Shared(&self.stats.handled),
                 p.source,
                 p.direction,
                 category,
@@ -757,6 +773,7 @@ impl Inner {
     pub(crate) fn dispatch(
         &self,
         att: &Attached,
+        tally: Tally<'_>,
         source: u32,
         direction: Direction,
         category: Category,
@@ -804,7 +821,7 @@ impl Inner {
         let _scope = HandlerScope::enter();
         // Counted after the handler: the counter's atomic add would otherwise delay the
         // handler's reply (it waits for earlier stores), and nothing reads it in between.
-        let _count = CountOnDrop(&self.stats.handled);
+        let _count = CountOnDrop(tally);
         match category {
             Category::Short => func(&token, args, &[]),
             Category::Medium => func(&token, args, carried.unwrap_or(&[])),

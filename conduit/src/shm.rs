@@ -10,13 +10,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use rgasnet_portals::Region;
-use rgasnet_pshm::{AmCategory, AmMessage, Body, Node, NodeConfig, Receiver, SendError};
+use rgasnet_pshm::{AmCategory, AmMessage, Body, Node, NodeConfig, PollLock, Receiver, SendError};
 
 use crate::client::{Attached, Inner};
 use crate::error::{AmError, AttachError};
 use crate::handlers::Category;
 use crate::matchbits::Direction;
-use crate::recv::in_handler;
+use crate::recv::{in_handler, Tally};
 use crate::stats::Counters;
 
 /// Messages taken from each shared-memory queue per `poll()`.
@@ -34,7 +34,9 @@ const SHM_LONG_CARRY_MAX: usize = 512;
 /// This rank's membership in a supernode of more than one rank.
 pub(crate) struct Shm {
     pub(crate) node: Node,
-    pub(crate) rx: Mutex<Receiver>,
+    /// This rank's queues as their consumer, taken by whichever thread polls (see
+    /// [`PollLock`]: its release is a plain store, where a mutex's is a locked exchange).
+    pub(crate) rx: PollLock<Receiver>,
     /// Replies that handlers could not enqueue (the peer's reply queue was full), sent in
     /// order by the next polls. A handler may not wait: the peer may itself be inside a
     /// handler that waits for room in this rank's queue, which only this rank's poll makes.
@@ -152,7 +154,7 @@ pub(crate) fn attach(
         segment,
         Some(Shm {
             node,
-            rx: Mutex::new(rx),
+            rx: PollLock::new(rx),
             deferred: Mutex::new(VecDeque::new()),
             has_deferred: AtomicBool::new(false),
         }),
@@ -331,9 +333,9 @@ impl Inner {
         if !shm.node.has_incoming() {
             return 0;
         }
-        // A handler that panicked (and was caught around `poll`) poisoned the lock; the
-        // queues are consistent (its message was released as it unwound), so go on.
-        let Some(mut rx) = crate::send::try_lock(&shm.rx) else {
+        // A handler that panicked (and was caught around `poll`) released the lock as it
+        // unwound, and its message with it: the queues are consistent, so go on.
+        let Some(mut rx) = shm.rx.try_lock() else {
             return 0;
         };
         let mut ran = 0;
@@ -375,6 +377,8 @@ impl Inner {
                 );
                 self.dispatch(
                     att,
+                    // The receiver's lock is held: its holders alone count these.
+                    Tally::Held(&self.stats.handled_shm),
                     msg.source(),
                     direction,
                     category,

@@ -300,6 +300,7 @@ impl Inner {
             };
             self.dispatch(
                 att,
+                crate::recv::Tally::Shared(&self.stats.handled),
                 m.source,
                 s.direction,
                 category,

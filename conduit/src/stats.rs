@@ -6,7 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Default)]
 pub(crate) struct Counters {
     pub(crate) sent: AtomicU64,
+    /// Handlers run for messages from the network.
     pub(crate) handled: AtomicU64,
+    /// Handlers run for messages from shared memory. Only the holder of the shared-memory
+    /// receiver's lock writes it, so it is bumped with [`Counters::bump_held`].
+    pub(crate) handled_shm: AtomicU64,
     pub(crate) resends: AtomicU64,
     pub(crate) recoveries: AtomicU64,
     pub(crate) blocks_reposted: AtomicU64,
@@ -18,10 +22,21 @@ impl Counters {
         c.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// [`Counters::bump`] for a counter that only the holder of one lock writes: a plain load
+    /// and store, not a locked add (which waits for every earlier store of the thread, on the
+    /// way from a reply's handler to the program's next request). The lock's release and
+    /// the next holder's acquire order the writers, so no count is lost.
+    pub(crate) fn bump_held(c: &AtomicU64) {
+        c.store(c.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    }
+
     pub(crate) fn snapshot(&self) -> AmStats {
         AmStats {
             sent: self.sent.load(Ordering::Relaxed),
-            handled: self.handled.load(Ordering::Relaxed),
+            handled: self
+                .handled
+                .load(Ordering::Relaxed)
+                .wrapping_add(self.handled_shm.load(Ordering::Relaxed)),
             resends: self.resends.load(Ordering::Relaxed),
             flow_control_recoveries: self.recoveries.load(Ordering::Relaxed),
             blocks_reposted: self.blocks_reposted.load(Ordering::Relaxed),

@@ -833,13 +833,3 @@ pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // (every update is a single step), so keep going rather than poison the client.
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
-
-/// [`lock`] without waiting: `None` only while another thread holds the lock. A lock poisoned
-/// by a handler that panicked is taken like any other (see [`lock`]).
-pub(crate) fn try_lock<T>(m: &std::sync::Mutex<T>) -> Option<std::sync::MutexGuard<'_, T>> {
-    match m.try_lock() {
-        Ok(g) => Some(g),
-        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
-        Err(std::sync::TryLockError::WouldBlock) => None,
-    }
-}

@@ -420,6 +420,15 @@ fn basic(c: &Client, st: &State) -> Result<(), String> {
 fn threads(c: &Client, st: &Arc<State>, per_thread: u64) -> Result<(), String> {
     let n = c.size();
     let me = c.rank();
+    // Every handler that can run meanwhile counts itself: the requests and replies, and the
+    // `DONE` of a peer that finished first. No thread polls yet, so no handler is between its
+    // own count and the client's.
+    let counted = |st: &State| {
+        st.requests.load(Ordering::Relaxed)
+            + st.replies.load(Ordering::Relaxed)
+            + st.done.load(Ordering::Relaxed)
+    };
+    let (handled_before, counted_before) = (c.stats().handled, counted(st));
     let mut joins = Vec::new();
     for t in 0..4u64 {
         let c = c.clone();
@@ -468,6 +477,16 @@ fn threads(c: &Client, st: &Arc<State>, per_thread: u64) -> Result<(), String> {
                 st.requests.load(Ordering::Relaxed)
             ));
         }
+    }
+    // Every poller returned, so every handler run is over and counted on both sides: the
+    // client's count (on the shared-memory path a plain load and store under the receiver's
+    // lock, whichever of the four pollers holds it) must match, none lost or counted twice.
+    let handled = c.stats().handled - handled_before;
+    let ran = counted(st) - counted_before;
+    if handled != ran {
+        return Err(format!(
+            "threads: the client counted {handled} handlers run, the handlers {ran}"
+        ));
     }
     println!("rank {me}: threads ok: {want} requests and replies over 4 threads");
     Ok(())
