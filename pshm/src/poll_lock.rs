@@ -45,8 +45,10 @@ impl<T> PollLock<T> {
             .map(|_| PollGuard { lock: self })
     }
 
-    /// Takes the lock, yielding the CPU while another thread holds it (holders only run
-    /// handlers, which may not wait, so the wait is short).
+    /// Takes the lock, yielding the CPU between tries while another thread holds it. Holders
+    /// are short: a poller runs handlers, which may not wait, and a thread asleep in
+    /// [`crate::Receiver::wait`] holds it for the timeout it gave (the conduit's waits give
+    /// tens of microseconds).
     pub fn lock(&self) -> PollGuard<'_, T> {
         loop {
             if let Some(guard) = self.try_lock() {
