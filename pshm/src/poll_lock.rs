@@ -2,6 +2,7 @@
 //! the `queue` module, whose unsafe code it shares the rules of).
 
 use std::cell::UnsafeCell;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The consumer side of a process's queues (its [`crate::Receiver`]), shared by the threads
@@ -42,7 +43,10 @@ impl<T> PollLock<T> {
         self.taken
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .ok()
-            .map(|_| PollGuard { lock: self })
+            .map(|_| PollGuard {
+                lock: self,
+                _lends: PhantomData,
+            })
     }
 
     /// Takes the lock, yielding the CPU between tries while another thread holds it. Holders
@@ -69,8 +73,19 @@ impl<T: std::fmt::Debug> std::fmt::Debug for PollLock<T> {
 }
 
 /// The holder's access to a [`PollLock`]'s value; releases the lock when dropped.
+///
+/// A guard is shared between threads only where its value may be (it lends `&T`):
+///
+/// ```compile_fail
+/// fn shared<T: Sync>() {}
+/// shared::<rgasnet_pshm::PollGuard<'static, std::cell::Cell<u32>>>();
+/// ```
 pub struct PollGuard<'a, T> {
     lock: &'a PollLock<T>,
+    /// The guard lends `&mut T`, so it is `Sync` only where `T` is (shared, it hands `&T` to
+    /// several threads) and `Send` where `T` is, as `&mut T` itself: without this, the
+    /// reference to the lock alone would make it `Sync` for any `T: Send`.
+    _lends: PhantomData<&'a mut T>,
 }
 
 impl<T> std::ops::Deref for PollGuard<'_, T> {
