@@ -84,6 +84,11 @@ pub struct EqState {
     pub(crate) dropped: bool,
     /// PTs and MDs that post to this EQ (it cannot be freed while any does).
     pub(crate) refs: u32,
+    /// Enabled flow-controlled PTs that post to this EQ. Each may still have to post its
+    /// `PT_DISABLED`, so flow control keeps this many slots free: with one slot kept for all,
+    /// two PTs sharing an EQ (the conduit's AM and Long-data portals) overflowed it when both
+    /// ran out of room, and the second PT's event was lost.
+    pub(crate) flow_reserve: u32,
 }
 
 impl EqState {

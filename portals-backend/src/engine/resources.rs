@@ -42,6 +42,18 @@ impl Engine {
         }
     }
 
+    /// Counts a flow-controlled PT of `eq` in or out of its [`EqState::flow_reserve`] as the
+    /// PT becomes enabled or stops being so (`options` are the PT's: only `FLOWCTRL` ones
+    /// count).
+    pub(super) fn flow_reserve(&mut self, eq: Option<EqHandle>, options: PtOptions, delta: i32) {
+        if !options.contains(PtOptions::FLOWCTRL) {
+            return;
+        }
+        if let Some(q) = eq.and_then(|h| self.eqs.get_mut("flow reserve", h).ok()) {
+            q.flow_reserve = q.flow_reserve.saturating_add_signed(delta);
+        }
+    }
+
     fn ct_ref(&mut self, ct: Option<CtHandle>, delta: i32) {
         if let Some(c) = ct.and_then(|h| self.cts.get_mut("ref", h).ok()) {
             c.refs = c.refs.saturating_add_signed(delta);
@@ -82,15 +94,19 @@ impl Engine {
             }
             index
         };
+        let enabled = !options.contains(PtOptions::ALLOC_DISABLED);
         state.pts[index as usize] = Some(PtState {
             options,
             eq,
-            enabled: !options.contains(PtOptions::ALLOC_DISABLED),
+            enabled,
             priority: Vec::new(),
             overflow: Vec::new(),
             unexpected: std::collections::VecDeque::new(),
         });
         self.eq_ref(eq, 1);
+        if enabled {
+            self.flow_reserve(eq, options, 1);
+        }
         Ok(index)
     }
 
@@ -118,21 +134,39 @@ impl Engine {
         }
         // Headers still on the unexpected list go with the PT (their data lay in overflow
         // entries, which are gone already).
-        let eq = pt.eq;
+        let (eq, options, enabled) = (pt.eq, pt.options, pt.enabled);
         self.ni_mut("pt_free", ni)?.pts[index as usize] = None;
         self.eq_ref(eq, -1);
+        if enabled {
+            self.flow_reserve(eq, options, -1);
+        }
         Ok(())
     }
 
     /// Enables a portal table entry (after flow control disabled it, or `ALLOC_DISABLED`).
     pub fn pt_enable(&mut self, ni: NiHandle, index: PtIndex) -> PtlResult<()> {
-        self.pt_mut("pt_enable", ni, index)?.enabled = true;
-        Ok(())
+        self.pt_set_enabled("pt_enable", ni, index, true)
     }
 
     /// Disables a portal table entry: arriving operations are refused with `NI_PT_DISABLED`.
     pub fn pt_disable(&mut self, ni: NiHandle, index: PtIndex) -> PtlResult<()> {
-        self.pt_mut("pt_disable", ni, index)?.enabled = false;
+        self.pt_set_enabled("pt_disable", ni, index, false)
+    }
+
+    /// Enables or disables a PT, keeping its EQ's [`EqState::flow_reserve`] in step.
+    pub(super) fn pt_set_enabled(
+        &mut self,
+        call: &'static str,
+        ni: NiHandle,
+        index: PtIndex,
+        enabled: bool,
+    ) -> PtlResult<()> {
+        let pt = self.pt_mut(call, ni, index)?;
+        let was = std::mem::replace(&mut pt.enabled, enabled);
+        let (eq, options) = (pt.eq, pt.options);
+        if was != enabled {
+            self.flow_reserve(eq, options, if enabled { 1 } else { -1 });
+        }
         Ok(())
     }
 
@@ -178,6 +212,7 @@ impl Engine {
                 events: VecDeque::with_capacity(count.min(4096)),
                 dropped: false,
                 refs: 0,
+                flow_reserve: 0,
             },
         )?;
         self.ni_mut(CALL, ni)?.n_eqs += 1;

@@ -285,12 +285,16 @@ impl Engine {
         let unlink = o.contains(MeOptions::USE_ONCE)
             || (o.contains(MeOptions::MANAGE_LOCAL) && e.length - (offset + mlength) < e.min_free);
         let unlink_event = unlink && !o.contains(MeOptions::EVENT_UNLINK_DISABLE);
-        // Flow control keeps one slot free for PT_DISABLED: refuse (and disable) rather than
-        // post events the EQ cannot hold.
+        // Flow control keeps a slot free for the PT_DISABLED of every enabled flow-controlled
+        // PT of the EQ (this one among them): refuse (and disable) rather than post events
+        // the EQ cannot hold, or leave another PT of the same EQ no room for its own.
         if let (Some(q), true) = (eq, flowctrl) {
             let need = usize::from(comm_event) + usize::from(unlink_event);
-            let free = self.eqs.get("request", q).map_or(0, |q| q.free_slots());
-            if need > 0 && free < need + 1 {
+            let (free, reserve) = self
+                .eqs
+                .get("request", q)
+                .map_or((0, 1), |q| (q.free_slots(), q.flow_reserve.max(1) as usize));
+            if need > 0 && free < need + reserve {
                 let notify = !o.contains(MeOptions::EVENT_FLOWCTRL_DISABLE);
                 self.flow_disable(ni, h, initiator, eq, notify);
                 return refuse(NiFail::PtDisabled, SR_DROP);
@@ -321,11 +325,9 @@ impl Engine {
         eq: Option<EqHandle>,
         notify: bool,
     ) {
-        if let Ok(n) = self.ni_mut("flowctrl", ni) {
-            if let Some(Some(pt)) = n.pts.get_mut(h.pt_index as usize) {
-                pt.enabled = false;
-            }
-        }
+        // The PT may be gone or disabled already only through a bug elsewhere: then there is
+        // nothing to disable, and the event still tells the owner why it was refused.
+        let _ = self.pt_set_enabled("flowctrl", ni, h.pt_index, false);
         if let (Some(eq), true) = (eq, notify) {
             let mut ev = blank(EventKind::PtDisabled);
             ev.hdr_data = h.hdr_data;

@@ -103,6 +103,71 @@ fn disables_before_its_eq_overflows() {
     assert_eq!(net.e[1].stats().eq_overflows, 0);
 }
 
+/// Two flow-controlled PTs posting to one EQ (as the conduit's AM and Long-data portals do):
+/// when the EQ runs out of room, each PT still finds a slot for its own PT_DISABLED. With one
+/// slot kept for the whole EQ, the first PT to disable took it and the second's event was
+/// dropped (`EqGet::Dropped`, fatal for the conduit), which a one-rank flood of 128 KiB Long
+/// AMs to itself hit.
+#[test]
+fn two_flow_controlled_pts_of_one_eq_both_report_their_disable() {
+    let mut net = Net::new(2, MATCHING_PHYS);
+    let eq_t = net.eq(1, 5);
+    let r = Region::new(64);
+    for pt in [0, 1] {
+        net.pt(1, pt, PtOptions::FLOWCTRL, Some(eq_t));
+        net.me(
+            1,
+            pt,
+            me_spec(&r, 0, MeOptions::OP_PUT | MeOptions::EVENT_LINK_DISABLE),
+            ListKind::Priority,
+            0,
+        );
+    }
+    let eq_i = net.eq(0, 16);
+    let src = Region::new(4);
+    let md = net.md(0, &src, MdOptions::EVENT_SEND_DISABLE, Some(eq_i), None);
+    for pt in [0, 0, 0, 0, 1, 1] {
+        net.e[0]
+            .put(&put_args(md, 4, AckReq::Ack, p(1), pt, 0))
+            .unwrap();
+    }
+    net.run();
+    use NiFail::{Ok as Fine, PtDisabled as Off};
+    // Five slots, two kept for the two PTs' PT_DISABLED: three PUTs fit.
+    assert_eq!(acks(&mut net, eq_i), vec![Fine, Fine, Fine, Off, Off, Off]);
+    let got: Vec<(EventKind, u32)> = net
+        .events(1, eq_t)
+        .iter()
+        .map(|e| (e.kind, e.pt_index))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (EventKind::Put, 0),
+            (EventKind::Put, 0),
+            (EventKind::Put, 0),
+            (EventKind::PtDisabled, 0),
+            (EventKind::PtDisabled, 1),
+        ]
+    );
+    assert_eq!(net.e[1].stats().eq_overflows, 0);
+    assert!(!net.e[1].pt_is_enabled(net.ni[1], 0).unwrap());
+    assert!(!net.e[1].pt_is_enabled(net.ni[1], 1).unwrap());
+
+    // Re-enabled, each PT counts in the reserve again: the drained EQ takes three more PUTs
+    // before flow control refuses, whichever PT they go to.
+    net.e[1].pt_enable(net.ni[1], 0).unwrap();
+    net.e[1].pt_enable(net.ni[1], 1).unwrap();
+    for pt in [1, 0, 1, 0] {
+        net.e[0]
+            .put(&put_args(md, 4, AckReq::Ack, p(1), pt, 0))
+            .unwrap();
+    }
+    net.run();
+    assert_eq!(acks(&mut net, eq_i), vec![Fine, Fine, Fine, Off]);
+    assert_eq!(net.e[1].stats().eq_overflows, 0);
+}
+
 /// Rank 1 with an EQ of `capacity` events on PT 0 (no flow control) and one put entry over
 /// `r`; rank 0 with an MD that puts 4 bytes there.
 fn eq_target(net: &mut Net, capacity: usize, r: &Region) -> (EqHandle, MdHandle) {
