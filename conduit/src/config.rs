@@ -12,7 +12,8 @@ use std::fmt;
 pub const AM_BUFFER_SIZE: &str = "GASNET_AM_BUFFER_SIZE";
 /// `GASNET_AM_NUM_ENTRIES`: number of AM receive blocks (default 16).
 pub const AM_NUM_ENTRIES: &str = "GASNET_AM_NUM_ENTRIES";
-/// `GASNET_AM_EVENT_QUEUE_LENGTH`: length of the AM event queue (default 8192).
+/// `GASNET_AM_EVENT_QUEUE_LENGTH`: length of the AM event queue (default 8192); the queue of
+/// the AM sends' acknowledgements takes at least what may be in flight (a few thousand).
 pub const AM_EVENT_QUEUE_LENGTH: &str = "GASNET_AM_EVENT_QUEUE_LENGTH";
 /// `GASNET_EXTENDED_EVENT_QUEUE_LENGTH`: bound on outstanding explicit put/get (default 8192).
 pub const EXTENDED_EVENT_QUEUE_LENGTH: &str = "GASNET_EXTENDED_EVENT_QUEUE_LENGTH";

@@ -28,7 +28,7 @@ use crate::stats::Counters;
 use crate::token::Token;
 
 /// Events handled per `poll()` call at most.
-const POLL_BATCH: usize = 64;
+pub(crate) const POLL_BATCH: usize = 64;
 /// Rounds of network receive + drain per `poll()` call at most.
 const NET_ROUNDS: usize = 64;
 /// A drained receive block that messages have filled this far is rewound to its start

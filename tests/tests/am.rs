@@ -54,6 +54,25 @@ fn flood_forces_flow_control_recovery() {
 }
 
 #[test]
+fn a_flood_that_fills_the_event_queue_disables_both_am_portals_without_loss() {
+    // A short AM event queue with the default receive blocks: rank 0 (busy for half a second)
+    // runs out of event slots before receive space, so flow control disables the AM portal
+    // and then the Long-data portal, which share that queue. Each needs a slot for its
+    // PT_DISABLED; with one kept for the queue, the second was lost and rank 0 died with
+    // "AM event queue overflow" (as did a one-rank flood of 128 KiB Longs to itself).
+    for len in ["64", "512"] {
+        let env = [("RGASNET_PSHM", "0"), ("GASNET_AM_EVENT_QUEUE_LENGTH", len)];
+        let out = job(4, "flood", &env);
+        out.assert_success();
+        assert!(
+            out.stdout.contains("flood ok"),
+            "queue of {len}: {}",
+            out.stdout
+        );
+    }
+}
+
+#[test]
 fn drained_receive_blocks_are_rewound() {
     // The network path's receive blocks (shared memory has none).
     let out = job(2, "rewind", &[("RGASNET_PSHM", "0")]);

@@ -66,6 +66,21 @@ const MAX_LONG_DATA_BYTES: usize = 16 << 20;
 /// Bytes of Long data per put: one datagram's worth with the put's header.
 const LONG_CHUNK: usize = DEFAULT_FRAGMENT_SIZE - REQUEST_HEADER_LEN;
 
+/// Events the send EQ holds at least, whatever `GASNET_AM_EVENT_QUEUE_LENGTH` asks for: an
+/// acknowledgement for every AM put that can be in flight at once, which a sender that floods
+/// without polling receives all together. Those are the send slots, the pieces of the Long
+/// data in flight (up to [`MAX_LONG_DATA_BYTES`] of them plus one larger payload alone, one
+/// piece per datagram), and replies of handlers that found no free slot (a handler may not
+/// wait), of which a poll runs at most a batch between two drains of this queue. A shorter
+/// queue dropped acknowledgements, which is fatal (a refused put would never be sent again):
+/// with the queue at 64, a flood from three ranks killed its senders.
+pub(crate) const SEND_EQ_MIN: usize = SLOT_CLASSES[0].0
+    + SLOT_CLASSES[1].0
+    + SLOT_CLASSES[2].0
+    + (MAX_LONG_DATA_BYTES + crate::client::MAX_LONG).div_ceil(LONG_CHUNK)
+    + MAX_LONG_DATA
+    + 4 * crate::recv::POLL_BATCH;
+
 /// Tags `0..SLOT_CLASS_COUNT` name a slot class; this one a message with a buffer of its own.
 const TAG_ONE_OFF: u64 = SLOT_CLASS_COUNT as u64;
 
