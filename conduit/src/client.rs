@@ -314,8 +314,11 @@ impl Client {
         // One EQ for everything that arrives (AM headers, Long data, unlinks, flow control),
         // one for the acknowledgements of what this rank sends.
         let am_eq = am_ni.eq_alloc(cfg.am_event_queue_length)?;
-        // Every acknowledgement of what may be in flight must fit (see `SEND_EQ_MIN`).
-        let send_eq = am_ni.eq_alloc(cfg.am_event_queue_length.max(crate::send::SEND_EQ_MIN))?;
+        // Every acknowledgement of what may be in flight must fit.
+        let send_eq = am_ni.eq_alloc(crate::send::send_eq_len(
+            cfg.am_event_queue_length,
+            inner.inflight_cap,
+        ))?;
         // AMs are sent with `AckReq::Confirmed`: the target acknowledges only a refusal, and
         // the sender's transport confirms a success.
         let am_pt_options = PtOptions::FLOWCTRL;

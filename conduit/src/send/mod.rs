@@ -81,6 +81,20 @@ pub(crate) const SEND_EQ_MIN: usize = SLOT_CLASSES[0].0
     + MAX_LONG_DATA
     + 4 * crate::recv::POLL_BATCH;
 
+/// The send EQ's length: `configured` (`GASNET_AM_EVENT_QUEUE_LENGTH`), raised to
+/// [`SEND_EQ_MIN`] and, over a Portals library, to `inflight_cap`
+/// (`RGASNET_PORTALS_MAX_INFLIGHT`, up to 65,536) plus the handlers' replies: there a Long's
+/// pieces may be as small as `RGASNET_PORTALS_MAX_INFLIGHT_BYTES`, so the cap on puts in
+/// flight, not the slots, bounds the acknowledgements. `inflight_cap` is `usize::MAX` on the
+/// native engine (no cap).
+pub(crate) fn send_eq_len(configured: usize, inflight_cap: usize) -> usize {
+    let capped = match inflight_cap {
+        usize::MAX => 0,
+        cap => cap.saturating_add(4 * crate::recv::POLL_BATCH),
+    };
+    configured.max(SEND_EQ_MIN).max(capped)
+}
+
 /// Tags `0..SLOT_CLASS_COUNT` name a slot class; this one a message with a buffer of its own.
 const TAG_ONE_OFF: u64 = SLOT_CLASS_COUNT as u64;
 
@@ -847,4 +861,19 @@ pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A handler that panicked while the lock was held leaves consistent bookkeeping behind
     // (every update is a single step), so keep going rather than poison the client.
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{send_eq_len, SEND_EQ_MIN};
+
+    #[test]
+    fn the_send_eq_holds_what_may_be_in_flight() {
+        // Native engine: the configured length, never below the slots' and pieces' bound.
+        assert_eq!(send_eq_len(8192, usize::MAX), 8192);
+        assert_eq!(send_eq_len(64, usize::MAX), SEND_EQ_MIN);
+        // Over a library: a cap above both wins, with room for the handlers' replies.
+        assert_eq!(send_eq_len(64, 8), SEND_EQ_MIN);
+        assert_eq!(send_eq_len(64, 65_536), 65_536 + 256);
+    }
 }
